@@ -1,0 +1,51 @@
+"""The root typer app. One module per command group; heavy imports happen inside the commands."""
+
+from __future__ import annotations
+
+import typer
+
+from evalkit_cli import _bundle
+from evalkit_cli._errors import run_app
+from evalkit_cli._version import version_callback
+
+__all__ = ["app", "main", "pit_app", "pit_main"]
+
+app = typer.Typer(
+    name="evalkit",
+    help="evalkit: evaluation you can re-check. The point-in-time harness and the verifier stack.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+pit_app = typer.Typer(
+    name="pit-harness",
+    help="pit-harness: the point-in-time commands of evalkit (run, verify, export).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),  # noqa: ARG001
+) -> None:
+    """evalkit: evaluation you can re-check."""
+
+
+@pit_app.callback()
+def _pit_root(
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),  # noqa: ARG001
+) -> None:
+    """pit-harness: point-in-time runs, verification and export."""
+
+
+app.add_typer(_bundle.app, name="bundle", help="Build, inspect and check releases (bundles).")
+
+
+def main() -> None:
+    run_app(app, "evalkit")
+
+
+def pit_main() -> None:
+    run_app(pit_app, "pit-harness")

@@ -1,0 +1,231 @@
+"""NYSE sessions (from pandas-market-calendars) and SEC business days.
+
+A :class:`Session` is one trading day: its date, its opening bell and its close, both UTC. Holidays, early
+closes and daylight-saving changes come from pandas-market-calendars (DST resolved through America/New_York).
+The whole supported span is computed once per process (a few tens of milliseconds) and kept in memory.
+
+SEC business days are weekdays that are not US federal holidays (observed dates); EDGAR assigns filing dates
+on them. They differ from NYSE sessions: Veterans Day and Columbus Day are trading days but not SEC business
+days, Good Friday is the reverse.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import functools
+from collections.abc import Sequence
+
+import attrs
+
+from evalkit_core._errors import ConfigError
+
+__all__ = [
+    "CALENDAR_SPAN",
+    "Calendar",
+    "Session",
+    "is_sec_business_day",
+    "next_sec_business_day",
+    "next_session_after",
+    "nyse",
+    "sec_business_days",
+    "sessions",
+    "us_federal_holidays",
+]
+
+UTC = dt.UTC
+CALENDAR_SPAN = (dt.date(1993, 1, 1), dt.date(2049, 12, 31))
+
+
+@attrs.frozen(order=True)
+class Session:
+    """One NYSE trading session: ``open`` and ``close`` are timezone-aware UTC datetimes."""
+
+    date: dt.date
+    open: dt.datetime
+    close: dt.datetime
+
+    @property
+    def early_close(self) -> bool:
+        return (self.close - self.open) < dt.timedelta(hours=6, minutes=30)
+
+
+class Calendar:
+    """An ordered run of sessions with binary-search lookups. Immutable once built."""
+
+    __slots__ = ("_dates", "_opens", "_sessions")
+
+    def __init__(self, sessions: Sequence[Session]) -> None:
+        self._sessions: tuple[Session, ...] = tuple(sessions)
+        self._opens: list[dt.datetime] = [s.open for s in self._sessions]
+        self._dates: list[dt.date] = [s.date for s in self._sessions]
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    @property
+    def all(self) -> tuple[Session, ...]:
+        return self._sessions
+
+    def opens_us(self) -> list[int]:
+        """Opening bells as integer microseconds since the epoch (UTC), in order: for vectorised search."""
+        epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
+        return [(o - epoch) // dt.timedelta(microseconds=1) for o in self._opens]
+
+    def between(self, start: dt.date | str, end: dt.date | str) -> list[Session]:
+        """Sessions whose date lies in [start, end], in order."""
+        s, e = _as_date(start, "start"), _as_date(end, "end")
+        self._check_span(s)
+        self._check_span(e)
+        lo = bisect.bisect_left(self._dates, s)
+        hi = bisect.bisect_right(self._dates, e)
+        return list(self._sessions[lo:hi])
+
+    def index_after(self, instant: dt.datetime) -> int:
+        """Index of the first session whose opening bell is strictly after ``instant``."""
+        inst = _as_utc(instant)
+        self._check_span(inst.date())
+        return bisect.bisect_right(self._opens, inst)
+
+    def next_session_after(self, instant: dt.datetime) -> Session:
+        """The first session whose opening bell is strictly after ``instant`` (an aware datetime)."""
+        i = self.index_after(instant)
+        if i >= len(self._sessions):
+            raise ConfigError(f"no NYSE session after {instant.isoformat()} within the calendar span")
+        return self._sessions[i]
+
+    def session_on(self, day: dt.date) -> Session | None:
+        i = bisect.bisect_left(self._dates, day)
+        if i < len(self._dates) and self._dates[i] == day:
+            return self._sessions[i]
+        return None
+
+    def index_of(self, day: dt.date) -> int:
+        """Index of the session on ``day``; ConfigError when the exchange is closed that day."""
+        i = bisect.bisect_left(self._dates, day)
+        if i < len(self._dates) and self._dates[i] == day:
+            return i
+        raise ConfigError(f"{day.isoformat()} is not an NYSE session")
+
+    def _check_span(self, day: dt.date) -> None:
+        if not (CALENDAR_SPAN[0] <= day <= CALENDAR_SPAN[1]):
+            raise ConfigError(
+                f"date {day.isoformat()} is outside the supported calendar span "
+                f"{CALENDAR_SPAN[0].isoformat()}..{CALENDAR_SPAN[1].isoformat()}"
+            )
+
+
+def _as_date(value: dt.date | str, field: str) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"{field}: expected an ISO date YYYY-MM-DD, got {value!r}") from None
+
+
+def _as_utc(instant: dt.datetime) -> dt.datetime:
+    if instant.tzinfo is None:
+        raise ConfigError(f"instant {instant.isoformat()} has no timezone; expected an aware UTC datetime")
+    return instant.astimezone(UTC)
+
+
+@functools.cache
+def nyse() -> Calendar:
+    """The NYSE calendar over :data:`CALENDAR_SPAN`, built once per process."""
+    import pandas_market_calendars as mcal
+
+    sched = mcal.get_calendar("NYSE").schedule(
+        start_date=CALENDAR_SPAN[0].isoformat(), end_date=CALENDAR_SPAN[1].isoformat()
+    )
+    out: list[Session] = []
+    for idx, o, c in zip(sched.index, sched["market_open"], sched["market_close"], strict=True):
+        out.append(Session(idx.date(), o.to_pydatetime().astimezone(UTC), c.to_pydatetime().astimezone(UTC)))
+    return Calendar(out)
+
+
+def sessions(start: dt.date | str, end: dt.date | str) -> list[Session]:
+    """NYSE sessions with dates in [start, end]."""
+    return nyse().between(start, end)
+
+
+def next_session_after(instant: dt.datetime) -> Session:
+    """The first NYSE session whose opening bell is strictly after ``instant``."""
+    return nyse().next_session_after(instant)
+
+
+# --- SEC business days -------------------------------------------------------------------------------------
+
+
+def _nth_weekday(year: int, month: int, weekday: int, n: int) -> dt.date:
+    first = dt.date(year, month, 1)
+    return first + dt.timedelta(days=(weekday - first.weekday()) % 7 + 7 * (n - 1))
+
+
+def _last_weekday(year: int, month: int, weekday: int) -> dt.date:
+    nxt = dt.date(year + (month == 12), month % 12 + 1, 1)
+    last = nxt - dt.timedelta(days=1)
+    return last - dt.timedelta(days=(last.weekday() - weekday) % 7)
+
+
+def _observed(day: dt.date) -> dt.date:
+    if day.weekday() == 5:
+        return day - dt.timedelta(days=1)
+    if day.weekday() == 6:
+        return day + dt.timedelta(days=1)
+    return day
+
+
+@functools.cache
+def us_federal_holidays(year: int) -> frozenset[dt.date]:
+    """Observed US federal holidays in ``year`` (5 U.S.C. 6103; Juneteenth from 2021).
+
+    A fixed-date holiday on a Saturday is observed the Friday before (so 1 January on a Saturday is observed on
+    31 December of the year before, and belongs to that year's set), on a Sunday the Monday after.
+    """
+    mon, thu = 0, 3
+    days = {
+        _nth_weekday(year, 1, mon, 3),  # Birthday of Martin Luther King, Jr.
+        _nth_weekday(year, 2, mon, 3),  # Washington's Birthday
+        _last_weekday(year, 5, mon),  # Memorial Day
+        _observed(dt.date(year, 7, 4)),
+        _nth_weekday(year, 9, mon, 1),  # Labor Day
+        _nth_weekday(year, 10, mon, 2),  # Columbus Day
+        _observed(dt.date(year, 11, 11)),
+        _nth_weekday(year, 11, thu, 4),  # Thanksgiving
+        _observed(dt.date(year, 12, 25)),
+    }
+    if year >= 2021:
+        days.add(_observed(dt.date(year, 6, 19)))
+    new_year = _observed(dt.date(year, 1, 1))
+    if new_year.year == year:
+        days.add(new_year)
+    next_new_year = _observed(dt.date(year + 1, 1, 1))
+    if next_new_year.year == year:
+        days.add(next_new_year)
+    return frozenset(days)
+
+
+def is_sec_business_day(day: dt.date) -> bool:
+    return day.weekday() < 5 and day not in us_federal_holidays(day.year)
+
+
+def next_sec_business_day(day: dt.date) -> dt.date:
+    """The first SEC business day strictly after ``day``."""
+    d = day + dt.timedelta(days=1)
+    while not is_sec_business_day(d):
+        d += dt.timedelta(days=1)
+    return d
+
+
+def sec_business_days(start: dt.date | str, end: dt.date | str) -> list[dt.date]:
+    s, e = _as_date(start, "start"), _as_date(end, "end")
+    out: list[dt.date] = []
+    d = s
+    while d <= e:
+        if is_sec_business_day(d):
+            out.append(d)
+        d += dt.timedelta(days=1)
+    return out

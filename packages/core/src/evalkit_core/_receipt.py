@@ -1,0 +1,140 @@
+"""The receipt envelope ``{body, body_sha256, emitted_at}``, atomic writes, and binding checks.
+
+``emitted_at`` is the only wall-clock value and sits outside the hash: two runs of one configuration over one
+release give byte-identical bodies and body hashes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import attrs
+
+from evalkit_core._canonical import canonical_bytes, digest, file_digest
+from evalkit_core._errors import ReceiptError
+
+__all__ = [
+    "Binding",
+    "BindingResult",
+    "atomic_open",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_bindings",
+    "check_receipt",
+    "make_receipt",
+    "read_receipt",
+    "write_receipt",
+]
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
+    """Open a temp file beside ``path`` for binary writing; rename it over ``path`` only if the block succeeds.
+
+    On any error the temp file is removed and ``path`` is left as it was.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        Path(tmp).replace(target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            Path(tmp).unlink()
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file and a rename: readers see the old file or the new one."""
+    with atomic_open(path) as f:
+        f.write(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def make_receipt(body: Mapping[str, Any], emitted_at: dt.datetime | None = None) -> dict[str, Any]:
+    """Wrap ``body`` in the envelope. ``emitted_at`` defaults to now (UTC); it is never part of the hash."""
+    when = emitted_at or dt.datetime.now(dt.UTC)
+    return {
+        "body": dict(body),
+        "body_sha256": digest(body),
+        "emitted_at": when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
+    }
+
+
+def write_receipt(path: str | Path, receipt: Mapping[str, Any]) -> None:
+    """Write a receipt atomically, as canonical JSON followed by a newline."""
+    atomic_write_bytes(path, canonical_bytes(receipt) + b"\n")
+
+
+def read_receipt(path: str | Path) -> dict[str, Any]:
+    """Read a receipt and check its shape (not its hash: see :func:`check_receipt`)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ReceiptError(f"{p}: receipt file not found") from None
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReceiptError(f"{p}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ReceiptError(f"{p}: expected a JSON object with body, body_sha256 and emitted_at")
+    receipt: dict[str, Any] = data
+    for field, kind in (("body", dict), ("body_sha256", str), ("emitted_at", str)):
+        if not isinstance(receipt.get(field), kind):
+            raise ReceiptError(f"{p}: field {field!r} missing or not a {kind.__name__}")
+    return receipt
+
+
+def check_receipt(receipt: Mapping[str, Any]) -> bool:
+    """True when ``body_sha256`` is the digest of the canonical body."""
+    return digest(receipt["body"]) == receipt["body_sha256"]
+
+
+@attrs.frozen
+class Binding:
+    """A file a receipt binds: its name in reports, the digest the receipt expects, and where the reader holds it."""
+
+    name: str
+    expected: str
+    path: Path = attrs.field(converter=Path)
+
+
+@attrs.frozen
+class BindingResult:
+    name: str
+    expected: str
+    actual: str | None  # None when the file could not be read
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.actual == self.expected
+
+
+def check_bindings(bindings: Iterable[Binding]) -> list[BindingResult]:
+    """Recompute each bound file's digest; one result per binding, in order, mismatches named."""
+    results: list[BindingResult] = []
+    for b in bindings:
+        try:
+            actual = file_digest(b.path)
+        except OSError as exc:
+            results.append(BindingResult(b.name, b.expected, None, f"cannot read {b.path}: {exc.strerror}"))
+            continue
+        detail = "" if actual == b.expected else f"{b.path} has {actual}, receipt expects {b.expected}"
+        results.append(BindingResult(b.name, b.expected, actual, detail))
+    return results
