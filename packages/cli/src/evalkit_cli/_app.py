@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from evalkit_cli import _bundle
+from evalkit_cli import _bundle, _pit
 from evalkit_cli._errors import run_app
 from evalkit_cli._version import version_callback
 
@@ -41,6 +41,10 @@ def _pit_root(
 
 
 app.add_typer(_bundle.app, name="bundle", help="Build, inspect and check releases (bundles).")
+for _target in (app, pit_app):
+    _target.command("run")(_pit.run)
+    _target.command("verify")(_pit.verify)
+    _target.command("export")(_pit.export)
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import functools
+import warnings
 from collections.abc import Sequence
 
 import attrs
@@ -137,9 +138,14 @@ def nyse() -> Calendar:
     """The NYSE calendar over :data:`CALENDAR_SPAN`, built once per process."""
     import pandas_market_calendars as mcal
 
-    sched = mcal.get_calendar("NYSE").schedule(
-        start_date=CALENDAR_SPAN[0].isoformat(), end_date=CALENDAR_SPAN[1].isoformat()
-    )
+    with warnings.catch_warnings():
+        # pandas-market-calendars 5.5 calls pandas APIs that pandas 3 deprecates (Series.dt.weekday); the
+        # warning is theirs, not ours, and must not reach users or fail tests run with warnings as errors.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        sched = mcal.get_calendar("NYSE").schedule(
+            start_date=CALENDAR_SPAN[0].isoformat(), end_date=CALENDAR_SPAN[1].isoformat()
+        )
     out: list[Session] = []
     for idx, o, c in zip(sched.index, sched["market_open"], sched["market_close"], strict=True):
         out.append(Session(idx.date(), o.to_pydatetime().astimezone(UTC), c.to_pydatetime().astimezone(UTC)))
@@ -209,6 +215,13 @@ def us_federal_holidays(year: int) -> frozenset[dt.date]:
 
 
 def is_sec_business_day(day: dt.date) -> bool:
+    # The holiday rules above are today's (MLK Day from 1986, Juneteenth from 2021, ...): outside the
+    # calendar span they would answer wrongly, so refuse as the session functions do.
+    if not (CALENDAR_SPAN[0] <= day <= CALENDAR_SPAN[1]):
+        raise ConfigError(
+            f"date {day.isoformat()} is outside the supported calendar span "
+            f"{CALENDAR_SPAN[0].isoformat()}..{CALENDAR_SPAN[1].isoformat()}"
+        )
     return day.weekday() < 5 and day not in us_federal_holidays(day.year)
 
 

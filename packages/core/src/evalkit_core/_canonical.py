@@ -5,10 +5,12 @@ infinities are an error, integers beyond I-JSON's exact range (|n| > 2**53 - 1) 
 every level. The bytes equal ``rfc8785.dumps`` of the normalised value; a property test holds this.
 
 The fast path serialises with the standard library's C encoder, which agrees with JCS for everything the
-normalised value can hold except three cases that :func:`normalize` detects and routes to ``rfc8785``:
+normalised value can hold except two cases that :func:`normalize` detects and routes to ``rfc8785``:
 keys outside the Basic Multilingual Plane's low range (JCS sorts by UTF-16 code units, Python by code
-points), non-integral floats below 1e-4 in magnitude (Python writes ``1e-05`` where ECMAScript writes
-``0.00001``) and integral floats of 2**53 or more (ECMAScript writes every digit up to 1e21).
+points) and non-integral floats below 1e-4 in magnitude (Python writes ``1e-05`` where ECMAScript writes
+``0.00001``). Integral floats become ints, so the integer limit applies to them too: a float of 2**53 or
+more is an error (ECMAScript would write it as an integer literal, which reads back as an int beyond 2**53
+and could never be hashed again).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from evalkit_core._errors import CanonicalError
 __all__ = ["canonical_bytes", "digest", "digest_bytes", "file_digest", "normalize"]
 
 _INT_LIMIT = 2**53 - 1
-_FLOAT_INT_LIMIT = float(2**53)
 _SMALL_FLOAT = 1e-4
 _ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
 _CHUNK = 1 << 20
@@ -79,9 +80,10 @@ class _Normalizer:
         if r.is_integer():
             if abs(r) <= _INT_LIMIT:
                 return int(r)
-            if abs(r) >= _FLOAT_INT_LIMIT:
-                self.slow = True
-            return r
+            raise CanonicalError(
+                f"number {v!r} at {_where(path)} is beyond 2**53 - 1 and cannot be represented exactly in JSON; "
+                "pass it as a string"
+            )
         if abs(r) < _SMALL_FLOAT:
             self.slow = True
         return r
@@ -104,8 +106,9 @@ def canonical_bytes(value: object) -> bytes:
         if walker.slow:
             return rfc8785.dumps(norm)
         return _ENCODER.encode(norm).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise CanonicalError(f"string contains a lone surrogate ({exc.reason}); it is not valid UTF-8") from exc
+    except (UnicodeEncodeError, rfc8785.CanonicalizationError) as exc:
+        # The fast path fails in .encode("utf-8"), the rfc8785 path raises its own error: the same user error.
+        raise CanonicalError(f"string contains a lone surrogate ({exc}); it is not valid UTF-8") from exc
 
 
 def digest_bytes(data: bytes) -> str:

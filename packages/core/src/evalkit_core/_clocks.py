@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import polars as pl
 
-from evalkit_core._calendar import Calendar, Session, nyse
+from evalkit_core._calendar import CALENDAR_SPAN, Calendar, Session, nyse
 from evalkit_core._errors import ConfigError
 
 __all__ = ["CLOCKS", "Clock", "KnownAt", "entry_session", "known_at", "parse_clock", "with_entry"]
@@ -73,7 +73,9 @@ def _instant(v: Any) -> dt.datetime | None:
         return None
     if isinstance(v, dt.datetime):
         return v if v.tzinfo else v.replace(tzinfo=UTC)
-    return dt.datetime.fromisoformat(str(v).replace("Z", "+00:00")).astimezone(UTC)
+    t = dt.datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+    # A naive string is UTC, as a naive datetime is above; astimezone() would read it as the machine's local time.
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def known_at(row: Mapping[str, Any], clock: Clock | str) -> KnownAt:
@@ -122,6 +124,15 @@ def with_entry(frame: pl.DataFrame, clock: Clock | str, calendar: Calendar | Non
     out = frame.with_columns(known.cast(ts).alias("known_at"), fallback.alias("known_at_fallback"))
     opens = pl.Series("opens", cal.opens_us(), dtype=pl.Int64)
     known_us = out.get_column("known_at").dt.epoch("us")
+    span_start_us = (
+        dt.datetime.combine(CALENDAR_SPAN[0], dt.time(0), tzinfo=UTC) - dt.datetime(1970, 1, 1, tzinfo=UTC)
+    ) // dt.timedelta(microseconds=1)
+    earliest = known_us.min()
+    if earliest is not None and int(earliest) < span_start_us:  # pyright: ignore[reportArgumentType]
+        # entry_session refuses these too; without this check they would silently enter at the first session.
+        raise ConfigError(
+            f"a row became knowable before the start of the calendar span {CALENDAR_SPAN[0].isoformat()}"
+        )
     idx = opens.search_sorted(known_us, side="right")
     if idx.len() and int(idx.max()) >= len(cal):  # pyright: ignore[reportArgumentType]
         raise ConfigError("a row became knowable after the last session of the calendar span")

@@ -100,7 +100,9 @@ def format_instant(t: dt.datetime) -> str:
 
 
 def parse_instant(s: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(UTC)
+    t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    # A naive string is UTC; astimezone() would read it as the machine's local time.
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def shift_date(d: dt.date, years: int = SHIFT_YEARS) -> dt.date:
@@ -344,6 +346,13 @@ def check_release(path: str | Path) -> list[str]:
         got = file_digest(p)
         if got != expected:
             problems.append(f"{p}: sha256 is {got}, release.json expects {expected}")
+    companions = manifest.get("provenance", {}).get("companion_files", {})
+    for rel, meta in sorted(companions.items()):
+        p = root / rel
+        if not p.is_file():
+            problems.append(f"{p}: missing (companion file named in provenance)")
+        elif (got := file_digest(p)) != meta.get("sha256"):
+            problems.append(f"{p}: sha256 is {got}, release.json provenance expects {meta.get('sha256')}")
     return problems
 
 

@@ -1,0 +1,3 @@
+from evalkit_cli._app import main
+
+main()

@@ -1,0 +1,133 @@
+"""Versioned schema migrations. ``PRAGMA user_version`` holds the version; each step also leaves a row in
+``schema_migrations``. Steps are append-only: never edit a released one, add the next."""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["MIGRATIONS", "Migration"]
+
+
+@attrs.frozen
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+_V1 = (
+    """CREATE TABLE schema_migrations (
+        version INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        applied_at TEXT NOT NULL
+    )""",
+    # The merged registry content under its digest, so a recorded cost can be recomputed later.
+    """CREATE TABLE registries (
+        digest TEXT PRIMARY KEY,
+        content TEXT NOT NULL,
+        first_seen TEXT NOT NULL
+    )""",
+    # One row per model call, inserted as 'pending' before the first request and finished in the same
+    # transaction that settles its last attempt. Costs are decimal strings (exact), never REAL.
+    """CREATE TABLE model_calls (
+        call_id TEXT PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        model_id TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        api_model TEXT NOT NULL,
+        reported_model TEXT,
+        simulated INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'ok', 'error', 'refused')),
+        error TEXT,
+        attempts INTEGER NOT NULL,
+        request_digest TEXT NOT NULL,
+        response_digest TEXT,
+        registry_digest TEXT NOT NULL REFERENCES registries(digest),
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        cache_read_tokens INTEGER,
+        cache_write_tokens INTEGER,
+        cost TEXT,
+        charged TEXT NOT NULL,
+        stop_reason TEXT
+    )""",
+    "CREATE INDEX model_calls_started_at ON model_calls(started_at)",
+    """CREATE TABLE call_attempts (
+        call_id TEXT NOT NULL REFERENCES model_calls(call_id),
+        attempt INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        elapsed_ms REAL NOT NULL,
+        status_code INTEGER,
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'retry', 'error')),
+        error TEXT,
+        charged TEXT NOT NULL,
+        PRIMARY KEY (call_id, attempt)
+    )""",
+    # The budget: one row of running totals, changed only together with a ledger row in one transaction.
+    """CREATE TABLE budget (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        cap TEXT,
+        spent TEXT NOT NULL,
+        reserved TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    "INSERT INTO budget (id, cap, spent, reserved, updated_at) VALUES (1, NULL, '0', '0', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+    """CREATE TABLE budget_reservations (
+        reservation_id TEXT PRIMARY KEY,
+        call_id TEXT NOT NULL,
+        model_id TEXT NOT NULL,
+        amount TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        pid INTEGER NOT NULL
+    )""",
+    """CREATE TABLE budget_ledger (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('reserve', 'settle', 'refuse', 'set_cap', 'release')),
+        call_id TEXT,
+        model_id TEXT,
+        amount TEXT NOT NULL,
+        spent_after TEXT NOT NULL,
+        reserved_after TEXT NOT NULL,
+        cap_after TEXT,
+        note TEXT
+    )""",
+    # Room for later issues (campaigns, rollouts, counterexamples): real tables, filled by their owners.
+    """CREATE TABLE campaigns (
+        campaign_id TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        name TEXT,
+        config_digest TEXT NOT NULL,
+        config TEXT NOT NULL,
+        status TEXT NOT NULL
+    )""",
+    """CREATE TABLE rollouts (
+        rollout_key TEXT PRIMARY KEY,
+        campaign_id TEXT NOT NULL REFERENCES campaigns(campaign_id),
+        task_id TEXT NOT NULL,
+        model_id TEXT NOT NULL,
+        sample INTEGER NOT NULL,
+        call_id TEXT REFERENCES model_calls(call_id),
+        status TEXT NOT NULL,
+        result TEXT,
+        created_at TEXT NOT NULL,
+        UNIQUE (campaign_id, task_id, model_id, sample)
+    )""",
+    """CREATE TABLE counterexamples (
+        counterexample_id TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        input TEXT NOT NULL,
+        input_digest TEXT NOT NULL,
+        expected TEXT NOT NULL,
+        category TEXT,
+        hint TEXT,
+        found_by TEXT,
+        created_at TEXT NOT NULL,
+        UNIQUE (task_id, input_digest)
+    )""",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "model calls, attempts, budget and ledger, registries; campaign/rollout/counterexample tables", _V1),
+)

@@ -1,0 +1,1 @@
+"""evalkit: the point-in-time harness and the verifier stack."""

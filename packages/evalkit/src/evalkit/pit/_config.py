@@ -1,0 +1,142 @@
+"""The run configuration: what a PIT run is, loadable from and dumpable to JSON."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from evalkit_core import ARMS, CLOCKS, ConfigError, digest
+
+__all__ = ["NETWORK_POLICIES", "OUTPUT_FIELDS", "RunConfig", "load_config"]
+
+NETWORK_POLICIES = ("abort", "continue")
+# Locations are not part of the config digest: outputs can go anywhere, and inputs are bound by content
+# (the release's content digest, the price file's sha256), so moving them does not change what was run.
+OUTPUT_FIELDS = frozenset({"trajectory_path", "receipt_path"})
+LOCATION_FIELDS = frozenset({"bundle_path", "prices_path"}) | OUTPUT_FIELDS
+
+
+def _tuple_of_str(v: Any) -> tuple[str, ...]:
+    if isinstance(v, str):
+        return tuple(s.strip() for s in v.split(",") if s.strip())
+    return tuple(str(x) for x in v)
+
+
+def _opt_str(v: Any) -> str | None:
+    if v is None or v == "":
+        return None
+    return str(v)
+
+
+def _str(v: Any) -> str:
+    return str(v)
+
+
+@attrs.frozen
+class RunConfig:
+    """One PIT run: arms x clocks over a window of a release. Field names are part of the public contract."""
+
+    bundle_path: str = attrs.field(converter=_str)
+    forms: tuple[str, ...] = attrs.field(default=(), converter=_tuple_of_str)
+    start: str | None = attrs.field(default=None, converter=_opt_str)
+    end: str | None = attrs.field(default=None, converter=_opt_str)
+    arms: tuple[str, ...] = attrs.field(default=ARMS, converter=_tuple_of_str)
+    clocks: tuple[str, ...] = attrs.field(default=tuple(str(c) for c in CLOCKS), converter=_tuple_of_str)
+    hold_sessions: int = 5
+    agent: str = "stub"
+    probe_items: int = 10
+    network_policy: str = "abort"
+    model_version: str | None = attrs.field(default=None, converter=_opt_str)
+    training_cutoff: str | None = attrs.field(default=None, converter=_opt_str)
+    prices_path: str | None = attrs.field(default=None, converter=_opt_str)
+    price_source: str | None = attrs.field(default=None, converter=_opt_str)
+    prices_pulled_at: str | None = attrs.field(default=None, converter=_opt_str)
+    trajectory_path: str = attrs.field(default="trajectory.jsonl", converter=_str)
+    receipt_path: str = attrs.field(default="receipt.json", converter=_str)
+
+    def __attrs_post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field that can be checked without the release; ConfigError names the field."""
+        for arm in self.arms:
+            if arm not in ARMS:
+                raise ConfigError(f"arms: unknown arm {arm!r}; expected some of {', '.join(ARMS)}")
+        for clock in self.clocks:
+            if clock not in {str(c) for c in CLOCKS}:
+                raise ConfigError(f"clocks: unknown clock {clock!r}; expected some of leaky, dump, pit")
+        if not self.arms:
+            raise ConfigError("arms: expected at least one arm")
+        if not self.clocks:
+            raise ConfigError("clocks: expected at least one clock")
+        if len(set(self.arms)) != len(self.arms) or len(set(self.clocks)) != len(self.clocks):
+            raise ConfigError("arms/clocks: each may be listed once")
+        if not isinstance(self.hold_sessions, int) or isinstance(self.hold_sessions, bool) or self.hold_sessions < 1:  # pyright: ignore[reportUnnecessaryComparison]
+            raise ConfigError(f"hold_sessions: expected a positive integer, got {self.hold_sessions!r}")
+        if not isinstance(self.probe_items, int) or isinstance(self.probe_items, bool) or self.probe_items < 0:  # pyright: ignore[reportUnnecessaryComparison]
+            raise ConfigError(f"probe_items: expected a non-negative integer, got {self.probe_items!r}")
+        if self.network_policy not in NETWORK_POLICIES:
+            raise ConfigError(f"network_policy: expected abort or continue, got {self.network_policy!r}")
+        for field in ("start", "end", "training_cutoff", "prices_pulled_at"):
+            value = getattr(self, field)
+            if value is not None:
+                try:
+                    dt.date.fromisoformat(value)
+                except ValueError:
+                    raise ConfigError(f"{field}: expected a date YYYY-MM-DD, got {value!r}") from None
+        if self.prices_path is not None and not self.price_source:
+            raise ConfigError("price_source: required when prices_path is given (say where the prices came from)")
+
+    def to_json(self) -> dict[str, Any]:
+        d = attrs.asdict(self)
+        d["forms"], d["arms"], d["clocks"] = list(self.forms), list(self.arms), list(self.clocks)
+        return d
+
+    def digest_view(self) -> dict[str, Any]:
+        """The fields the config digest covers (everything but locations)."""
+        return {k: v for k, v in self.to_json().items() if k not in LOCATION_FIELDS}
+
+    def digest(self) -> str:
+        return digest(self.digest_view())
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, source: str = "config") -> RunConfig:
+        known = {f.name for f in attrs.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}")
+        if "bundle_path" not in data:
+            raise ConfigError(f"{source}: field 'bundle_path' is required")
+        for field in ("hold_sessions", "probe_items"):
+            if field in data and (not isinstance(data[field], int) or isinstance(data[field], bool)):
+                raise ConfigError(f"{source}: field {field!r} expected an integer, got {data[field]!r}")
+        for field in ("forms", "arms", "clocks"):
+            if field in data and not isinstance(data[field], list | str):
+                raise ConfigError(f"{source}: field {field!r} expected a list of strings, got {data[field]!r}")
+        try:
+            return cls(**data)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        except TypeError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    def dump(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
+
+
+def load_config(path: str | Path) -> RunConfig:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: config file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected a JSON object of RunConfig fields")
+    return RunConfig.from_json(data, source=str(p))

@@ -1,0 +1,549 @@
+"""The PIT run: arms x clocks cells, one agent call per session, the probe, scoring, trajectory and receipt.
+
+Nothing wall-clock enters the trajectory or the receipt body: two runs of one configuration over one release
+give byte-identical trajectories and bodies.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+
+from evalkit.pit._agents import Agent, AgentReply
+from evalkit.pit._config import RunConfig
+from evalkit.pit._guard import EgressAttempt, NetworkBlocked, NetworkGuard
+from evalkit.pit._prices import Prices
+from evalkit.pit._probe import choose_items, probe_prompt, score_answer
+from evalkit.pit._toolbox import CellView, Toolbox
+from evalkit_core import (
+    ARMS,
+    Calendar,
+    Clock,
+    ConfigError,
+    Release,
+    atomic_open,
+    canonical_bytes,
+    digest,
+    file_digest,
+    make_receipt,
+    nyse,
+    shift_date,
+    write_receipt,
+)
+
+__all__ = ["RECEIPT_VERSION", "RunResult", "run"]
+
+RECEIPT_VERSION = "evalkit-pit-receipt/1"
+HARNESS_NAME = "evalkit-pit"
+ENTRY_RULE = (
+    "long at the opening auction of the pick's session, exit at the open {hold} sessions later; "
+    "no costs, no shorts; tickers from the answer key"
+)
+
+
+def _harness_version() -> str:
+    try:
+        return importlib.metadata.version("evalkit")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
+
+@attrs.frozen
+class RunResult:
+    receipt: dict[str, Any]
+    receipt_path: Path
+    trajectory_path: Path
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return self.receipt["body"]
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.body["valid"])
+
+    def cell(self, arm: str, clock: str) -> dict[str, Any]:
+        for c in self.body["cells"]:
+            if c["arm"] == arm and c["clock"] == clock:
+                return c
+        raise KeyError(f"no cell {arm}/{clock} in this run")
+
+    def total_return(self, arm: str, clock: str) -> float | None:
+        return self.cell(arm, clock)["total_return"]
+
+
+class _Trajectory:
+    """Canonical JSONL events, written to a temp file renamed into place when the run ends (even on error)."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self._fh = fh
+        self.events = 0
+
+    def emit(self, event: Mapping[str, Any]) -> None:
+        self._fh.write(canonical_bytes({"seq": self.events, **event}) + b"\n")
+        self.events += 1
+
+
+class _Stop(Exception):  # noqa: N818 - internal control flow
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _session_prompt(toolbox: Toolbox, hold: int) -> str:
+    return (
+        f"Trading session {toolbox.session_date} (arm {toolbox.arm}, clock {toolbox.clock}). "
+        f"It is the opening bell, {toolbox.known_at}. You can call pit_list, pit_search, pit_read and pit_coverage "
+        "to see SEC filings knowable now. Reply with the row_keys of filings whose issuers you want to buy at "
+        f"today's open; each position is held {hold} sessions. An empty list is a valid answer."
+    )
+
+
+def _check_window(config: RunConfig, release: Release) -> tuple[dt.date, dt.date]:
+    w0, w1 = release.window
+    start = dt.date.fromisoformat(config.start) if config.start else w0
+    end = dt.date.fromisoformat(config.end) if config.end else w1
+    if start > end:
+        raise ConfigError(f"start {start} is after end {end}")
+    if start < w0 or end > w1:
+        raise ConfigError(f"window {start}..{end} is outside the release window {w0}..{w1} ({release.root})")
+    unknown = sorted(set(config.forms) - set(release.forms))
+    if unknown:
+        raise ConfigError(f"forms: {', '.join(unknown)} not in the release (it has {', '.join(release.forms)})")
+    return start, end
+
+
+def run(
+    agent: Agent,
+    config: RunConfig,
+    bundle: Release | None = None,
+    prices: Prices | None = None,
+    *,
+    network_scope: str = "process",
+    progress: Callable[[str, int, int], None] | None = None,
+) -> RunResult:
+    """Run every (arm, clock) cell of ``config`` with ``agent`` and write the trajectory and the receipt.
+
+    ``bundle`` defaults to ``Release.load(config.bundle_path)``; it is narrowed to the config's forms and window.
+    ``prices`` may be None: every cell still runs and reports ``total_return: null``.
+    """
+    config.validate()
+    release = bundle if bundle is not None else Release.load(config.bundle_path)
+    start, end = _check_window(config, release)
+    release = release.select(forms=list(config.forms) or None, start=start, end=end)
+    calendar = nyse()
+    sessions = calendar.between(start, end)
+    if not sessions:
+        raise ConfigError(f"window {start}..{end} holds no NYSE session")
+    if prices is None and config.prices_path:
+        from evalkit.pit._prices import load_prices
+
+        prices = load_prices(config.prices_path, source=config.price_source or "", pulled_at=config.prices_pulled_at)
+    config_sha = config.digest()
+    run_id = "run-" + digest({"config_sha256": config_sha, "bundle_content_digest": release.content_digest})[7:23]
+    traj_path = Path(config.trajectory_path)
+    receipt_path = Path(config.receipt_path)
+    state = _RunState(config, release, calendar, sessions, prices, agent)
+    with atomic_open(traj_path) as fh:
+        traj = _Trajectory(fh)
+        state.traj = traj
+        traj.emit(
+            {
+                "type": "run_start",
+                "run_id": run_id,
+                "config_sha256": config_sha,
+                "config": config.digest_view(),
+                "bundle_content_digest": release.content_digest,
+                "agent": agent.name,
+                "window": {"start": start.isoformat(), "end": end.isoformat()},
+                "sessions": len(sessions),
+                "rows": release.arm("main").height,
+            }
+        )
+        guard = NetworkGuard(config.network_policy, on_attempt=state.on_egress)
+        guard.install()
+        try:
+            state.run_cells(progress)
+            if not state.stopped:
+                state.run_probe()
+        finally:
+            guard.remove()
+        traj.emit({"type": "run_end", "valid": state.valid, "invalidated_by": state.invalidated_by})
+        events = traj.events
+    body = state.body(run_id, config_sha, traj_path, events, file_digest(traj_path), guard, network_scope)
+    receipt = make_receipt(body)
+    write_receipt(receipt_path, receipt)
+    return RunResult(receipt=receipt, receipt_path=receipt_path, trajectory_path=traj_path)
+
+
+@attrs.define
+class _Trade:
+    row_key: str
+    entry_index: int
+
+
+class _RunState:
+    def __init__(
+        self,
+        config: RunConfig,
+        release: Release,
+        calendar: Calendar,
+        sessions: Sequence[Any],
+        prices: Prices | None,
+        agent: Agent,
+    ) -> None:
+        self.config = config
+        self.release = release
+        self.calendar = calendar
+        self.sessions = sessions
+        self.session_indices = [calendar.index_of(s.date) for s in sessions]
+        self.prices = prices
+        self.agent = agent
+        self.traj: _Trajectory
+        self.cell_results: list[dict[str, Any]] = []
+        self.egress: list[dict[str, Any]] = []
+        self.agent_errors: list[dict[str, Any]] = []
+        self.stopped = False
+        self.served_shifted: dict[str, None] = {}
+        self.tool_calls = 0
+        self.rows_served = 0
+        self.probe: dict[str, Any] = {"verdict": "not_run", "items": []}
+        self.where: dict[str, Any] = {}
+        answer = release.answer_key
+        self.answers: dict[str, dict[str, Any]] = {r["row_key"]: r for r in answer.iter_rows(named=True)}
+        self.forms_of: dict[str, str] = dict(answer.select("row_key", "form").iter_rows())
+        self.fallback_rows: dict[str, int] = {}
+
+    # -- events ----------------------------------------------------------------------------------------------
+
+    def on_egress(self, attempt: EgressAttempt) -> None:
+        event = {"type": "egress_attempt", **attempt.to_json(), **self.where}
+        self.egress.append(event)
+        self.traj.emit(event)
+
+    @property
+    def valid(self) -> bool:
+        return not self.egress and not self.agent_errors
+
+    @property
+    def invalidated_by(self) -> list[str]:
+        reasons: list[str] = []
+        if self.egress:
+            reasons.append("network_egress_attempt")
+        if self.agent_errors:
+            reasons.append("agent_error")
+        return reasons
+
+    def _call_agent(self, prompt: str, toolbox: Toolbox) -> AgentReply | None:
+        """Call the agent; record errors and egress. Raise _Stop when the run must end."""
+        try:
+            reply = self.agent(prompt, toolbox)
+        except NetworkBlocked:
+            self.stopped = True
+            raise _Stop("network_egress_attempt") from None
+        except Exception as exc:
+            event = {"type": "agent_error", "error_type": type(exc).__name__, "message": str(exc)[:2000], **self.where}
+            self.agent_errors.append(event)
+            self.traj.emit(event)
+            self.stopped = True
+            raise _Stop("agent_error") from None
+        if self.egress and self.config.network_policy == "abort":
+            self.stopped = True
+            raise _Stop("network_egress_attempt")
+        return reply
+
+    # -- cells -----------------------------------------------------------------------------------------------
+
+    def run_cells(self, progress: Callable[[str, int, int], None] | None) -> None:
+        main = self.release.arm("main")
+        total = len(self.config.arms) * len(self.config.clocks) * len(self.sessions)
+        done = 0
+        for arm in (a for a in ARMS if a in self.config.arms):
+            for clock_name in self.config.clocks:
+                clock = Clock(clock_name)
+                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar)
+                self.fallback_rows[str(clock)] = view.fallback_rows
+                try:
+                    result = self._run_cell(view, progress, done, total)
+                except _Stop:
+                    return
+                finally:
+                    done += len(self.sessions)
+                self.cell_results.append(result)
+
+    def _run_cell(
+        self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int
+    ) -> dict[str, Any]:
+        arm, clock = view.arm, str(view.clock)
+        self.traj.emit({"type": "cell_start", "arm": arm, "clock": clock, "rows": len(view)})
+        trades: list[_Trade] = []
+        rejected = {"unknown": 0, "not_yet_knowable": 0, "duplicate": 0}
+        agent_calls = 0
+        for n, (session, s_idx) in enumerate(zip(self.sessions, self.session_indices, strict=True)):
+            shown_date = (shift_date(session.date) if arm == "shifted" else session.date).isoformat()
+            self.where = {"arm": arm, "clock": clock, "session_date": shown_date}
+
+            def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
+                self.tool_calls += 1
+                self.rows_served += len(result.get("rows", [])) + (1 if "row" in result else 0)
+                self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
+
+            served = self._serve_shifted if arm == "shifted" else None
+            toolbox = Toolbox(view, s_idx, record, served)
+            prompt = _session_prompt(toolbox, self.config.hold_sessions)
+            self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
+            agent_calls += 1
+            reply = self._call_agent(prompt, toolbox)
+            assert reply is not None
+            accepted: list[str] = []
+            refused: list[dict[str, str]] = []
+            seen: set[str] = set()
+            for key in reply.picks:
+                status = toolbox.is_knowable(key)
+                if status == "ok" and key in seen:
+                    status = "duplicate"
+                if status == "ok":
+                    seen.add(key)
+                    accepted.append(key)
+                    trades.append(_Trade(key, s_idx))
+                else:
+                    rejected[status] += 1
+                    refused.append({"row_key": key, "reason": status})
+            self.traj.emit({"type": "decision", **self.where, "picks": accepted, "rejected": refused, "text": reply.text})
+            if progress is not None:
+                progress(f"{arm}/{clock}", done + n + 1, total)
+        return self._score_cell(arm, clock, trades, rejected, agent_calls, view)
+
+    def _serve_shifted(self, keys: Sequence[str]) -> None:
+        for k in keys:
+            self.served_shifted.setdefault(k, None)
+
+    # -- scoring ---------------------------------------------------------------------------------------------
+
+    def _score_cell(
+        self, arm: str, clock: str, trades: list[_Trade], rejected: Mapping[str, int], agent_calls: int, view: CellView
+    ) -> dict[str, Any]:
+        hold = self.config.hold_sessions
+        returns: list[float] = []
+        unpriced = 0
+        lookahead = lookahead_known = 0
+        by_form: dict[str, int] = {}
+        opens = self.prices.opens_for(str(t) for a in self.answers.values() if (t := a.get("ticker"))) if self.prices else {}
+        for t in trades:
+            truth = self.answers[t.row_key]
+            form = self.forms_of[t.row_key]
+            by_form[form] = by_form.get(form, 0) + 1
+            entry = self.calendar.all[t.entry_index]
+            accepted: dt.datetime | None = truth.get("acceptance_at")
+            if accepted is not None:
+                lookahead_known += 1
+                if entry.open < accepted:
+                    lookahead += 1
+            if self.prices is None:
+                continue
+            exit_index = t.entry_index + hold
+            ticker = truth.get("ticker")
+            if not ticker or exit_index >= len(self.calendar):
+                unpriced += 1
+                continue
+            p_in = opens.get((ticker, entry.date))
+            p_out = opens.get((ticker, self.calendar.all[exit_index].date))
+            if p_in is None or p_out is None:
+                unpriced += 1
+                continue
+            returns.append(p_out / p_in - 1.0)
+        total_return = round(statistics.fmean(returns), 6) if returns else None
+        return {
+            "arm": arm,
+            "clock": clock,
+            "reachable": Clock(clock).reachable,
+            "sessions": len(self.sessions),
+            "agent_calls": agent_calls,
+            "trades": len(trades),
+            "scored_trades": len(returns),
+            "unpriced_trades": unpriced if self.prices is not None else len(trades),
+            "total_return": total_return,
+            "lookahead_trades": lookahead,
+            "lookahead_checked": lookahead_known,
+            "rejected_picks": dict(rejected),
+            "trades_by_form": dict(sorted(by_form.items())),
+            "rows_in_cell": len(view),
+            "pit_fallback_rows": view.fallback_rows if clock == "pit" else 0,
+        }
+
+    # -- probe -----------------------------------------------------------------------------------------------
+
+    def run_probe(self) -> None:
+        cfg = self.config
+        if "shifted" not in cfg.arms or cfg.probe_items == 0:
+            reason = "shifted arm not in this run" if "shifted" not in cfg.arms else "probe_items is 0"
+            self.probe = {"verdict": "not_run", "reason": reason, "items": [], "stride_rule": _STRIDE_RULE}
+            return
+        served = list(self.served_shifted)
+        items = choose_items(served, cfg.probe_items)
+        clock = Clock("pit") if "pit" in cfg.clocks else Clock(cfg.clocks[-1])
+        view = CellView("shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar)
+        last = self.session_indices[-1]
+        scored: list[dict[str, Any]] = []
+        for n, key in enumerate(items):
+            row = view.render(view.position[key])
+            self.where = {"arm": "shifted", "clock": str(clock), "session_date": shift_date(self.sessions[-1].date).isoformat(), "probe_item": n}
+
+            def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
+                self.tool_calls += 1
+                self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
+
+            toolbox = Toolbox(view, last, record)
+            prompt = probe_prompt(row)
+            try:
+                reply = self._call_agent(prompt, toolbox)
+            except _Stop:
+                break
+            assert reply is not None
+            text = reply.text or ""
+            score = score_answer(text, self.answers[key])
+            item = {"item": n, "row_key": key, "answer": text[:2000], **score}
+            scored.append(item)
+            self.traj.emit({"type": "probe_item", **item})
+        leaks = any(i["date_recovered"] or i["issuer_recovered"] for i in scored)
+        self.probe = {
+            "verdict": "mask_leaks" if leaks else ("mask_holds" if scored else "not_run"),
+            "stride_rule": _STRIDE_RULE,
+            "rows_served_in_shifted_arm": len(served),
+            "items_asked": len(scored),
+            "date_recovered": sum(i["date_recovered"] for i in scored),
+            "year_only": sum(i["year_only"] for i in scored),
+            "issuer_recovered": sum(i["issuer_recovered"] for i in scored),
+            "items": scored,
+        }
+        if not scored:
+            self.probe["reason"] = "no rows were served to the agent in the shifted arm"
+
+    # -- receipt ---------------------------------------------------------------------------------------------
+
+    def body(
+        self,
+        run_id: str,
+        config_sha: str,
+        traj_path: Path,
+        events: int,
+        traj_sha: str,
+        guard: NetworkGuard,
+        scope: str,
+    ) -> dict[str, Any]:
+        cfg = self.config
+        cells = self.cell_results
+        contamination: dict[str, dict[str, float | None]] = {}
+        for clock in cfg.clocks:
+            main = _total(cells, "main", clock)
+            contamination[clock] = {
+                "main_minus_shifted": _delta(main, _total(cells, "shifted", clock)),
+                "main_minus_redacted": _delta(main, _total(cells, "redacted", clock)),
+            }
+        window_end = self.sessions[-1].date
+        cutoff = dt.date.fromisoformat(cfg.training_cutoff) if cfg.training_cutoff else None
+        ends_before_cutoff = (window_end < cutoff) if cutoff else None
+        gaps: list[str] = []
+        if not cfg.model_version:
+            gaps.append("P1_model_version")
+        if not cfg.training_cutoff:
+            gaps.append("P2_training_cutoffs")
+        manifest = self.release.manifest
+        prov: Mapping[str, Any] = manifest.get("provenance", {})
+        price_statement = self.prices.statement() if self.prices else None
+        body: dict[str, Any] = {
+            "receipt_version": RECEIPT_VERSION,
+            "kind": "pit_run",
+            "run_id": run_id,
+            "harness": {"name": HARNESS_NAME, "version": _harness_version()},
+            "agent": {"spec": cfg.agent, "name": self.agent.name},
+            "valid": self.valid,
+            "invalidated_by": self.invalidated_by,
+            "completed": not self.stopped,
+            "binding": {
+                "bundle_content_digest": self.release.content_digest,
+                "config_sha256": config_sha,
+                "trajectory_sha256": traj_sha,
+                "prices_sha256": self.prices.sha256 if self.prices else None,
+            },
+            "config": cfg.digest_view(),
+            "network": {
+                "guard": "in_process_socket_guard",
+                "policy": cfg.network_policy,
+                "clean": guard.clean,
+                "egress_attempts": len(self.egress),
+                "attempts": [{k: e[k] for k in ("kind", "target", "call_site", "arm", "clock", "session_date") if k in e} for e in self.egress],
+                "scope": scope,
+            },
+            "trajectory": {"path": str(traj_path), "events": events, "sha256": traj_sha},
+            "window": {"start": self.sessions[0].date.isoformat(), "end": window_end.isoformat(), "sessions": len(self.sessions)},
+            "cells": cells,
+            "contamination": contamination,
+            "probe": self.probe,
+            "prices": price_statement,
+            "agent_errors": [{k: v for k, v in e.items() if k != "type"} for e in self.agent_errors],
+            "protocol": {
+                "P1_model_version": {"declared": cfg.model_version, "reported": []},
+                "P2_training_cutoff": {
+                    "declared": cfg.training_cutoff,
+                    "window_end": window_end.isoformat(),
+                    "window_ends_before_cutoff": ends_before_cutoff,
+                },
+                "P3_retrieval_timestamps": {
+                    "tool_calls": self.tool_calls,
+                    "rows_served": self.rows_served,
+                    "every_answer_carries": ["known_at", "clock", "arm", "session_date"],
+                    "every_row_carries": ["known_at", "entry_session"],
+                    "pit_fallback_rows": self.fallback_rows.get("pit", 0),
+                },
+                "P4_costs_and_frictions": {
+                    "entry_rule": ENTRY_RULE.format(hold=cfg.hold_sessions),
+                    "hold_sessions": cfg.hold_sessions,
+                    "costs": "none modelled",
+                    "shorts": "none",
+                    "price_source": price_statement,
+                    "model_spend_usd": "0",
+                    "model_calls": 0,
+                },
+                "P5_window_provenance": {
+                    "release": self.release.name,
+                    "content_digest": self.release.content_digest,
+                    "release_window": dict(manifest["window"]),
+                    "run_window": {"start": self.sessions[0].date.isoformat(), "end": window_end.isoformat()},
+                    "forms": list(cfg.forms) or list(self.release.forms),
+                    "rows": self.release.arm("main").height,
+                    "provenance_kind": prov.get("kind"),
+                    "provenance_statement": prov.get("statement"),
+                },
+                "P6_disaggregation": {
+                    "cells": [f"{c['arm']}/{c['clock']}" for c in cells],
+                    "trades_by_cell_and_form": {f"{c['arm']}/{c['clock']}": c["trades_by_form"] for c in cells},
+                },
+            },
+            "protocol_complete": not gaps,
+            "protocol_gaps": gaps,
+            "window_ends_before_cutoff": ends_before_cutoff,
+        }
+        return body
+
+
+_STRIDE_RULE = "row_keys served in shifted-arm answers, first-served order, deduplicated; k=min(probe_items,n); stride=n//k; items served[0], served[stride], ..."
+
+
+def _total(cells: Sequence[Mapping[str, Any]], arm: str, clock: str) -> float | None:
+    for c in cells:
+        if c["arm"] == arm and c["clock"] == clock:
+            return c["total_return"]
+    return None
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return round(a - b, 6)

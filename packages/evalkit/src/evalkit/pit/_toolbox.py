@@ -1,0 +1,284 @@
+"""The agent's tools, bound to one (arm, clock, session): they answer only with what was knowable at its bell.
+
+A :class:`CellView` holds one arm's rows in the order the cell's clock makes them visible (entry session, then
+``known_at``, then ``row_key``), so the rows visible at session S are a prefix found by binary search and every
+``pit_list`` call costs O(log n + limit), not a scan. Lists are newest first.
+
+Every answer carries ``known_at`` (the bell the answer is as of), ``clock``, ``arm`` and ``session_date``; every
+row carries its own ``known_at`` and ``entry_session``. In the shifted arm every date and instant the agent sees
+is moved ten years forward. Reading a row that is not yet knowable returns ``not_yet_knowable`` and the key only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from evalkit_core import Calendar, Clock, Session, format_instant, shift_date, shift_instant, with_entry
+
+__all__ = ["TOOL_NAMES", "CellView", "Toolbox", "tool_specs"]
+
+TOOL_NAMES = ("pit_list", "pit_search", "pit_read", "pit_coverage")
+MAX_LIMIT = 200
+_DISPLAY_ORDER = (
+    "row_key", "form", "title", "issuer", "cik", "partition_date", "published_at", "acceptance_at",
+    "disseminated_at", "accession", "url",
+)
+
+
+class CellView:
+    """One arm's rows ordered by the entry sessions of one clock (the main arm's clock, joined on row_key)."""
+
+    def __init__(self, arm: str, clock: Clock, arm_frame: pl.DataFrame, main_frame: pl.DataFrame, calendar: Calendar) -> None:
+        self.arm = arm
+        self.clock = clock
+        self.calendar = calendar
+        entries = with_entry(main_frame.select("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at"), clock, calendar)
+        ordered = (
+            entries.select("row_key", "known_at", "known_at_fallback", "entry_index")
+            .join(arm_frame, on="row_key", how="inner")
+            .sort(["entry_index", "known_at", "row_key"])
+        )
+        self.frame = ordered
+        self.entry_index: list[int] = ordered.get_column("entry_index").to_list()
+        self.row_keys: list[str] = ordered.get_column("row_key").to_list()
+        self.position: dict[str, int] = {k: i for i, k in enumerate(self.row_keys)}
+        forms: list[str] = ordered.get_column("form").to_list()
+        self.by_form: dict[str, list[int]] = {}
+        for i, f in enumerate(forms):
+            self.by_form.setdefault(f, []).append(i)
+        self.by_form_entry: dict[str, list[int]] = {f: [self.entry_index[i] for i in idx] for f, idx in self.by_form.items()}
+        self.fallback_rows = int(ordered.get_column("known_at_fallback").sum())
+        self._haystack: pl.Series | None = None
+        self._rendered: dict[int, dict[str, Any]] = {}
+        self._shifted = arm == "shifted"
+
+    def __len__(self) -> int:
+        return len(self.row_keys)
+
+    def visible_count(self, session_index: int) -> int:
+        """How many rows are visible at the session with this calendar index (a prefix of the order)."""
+        return bisect.bisect_right(self.entry_index, session_index)
+
+    def render(self, i: int) -> dict[str, Any]:
+        """Row ``i`` as the agent sees it: nulls dropped, dates ISO, instants ``...Z``, plus known_at/entry_session."""
+        cached = self._rendered.get(i)
+        if cached is not None:
+            return dict(cached)
+        raw = self.frame.row(i, named=True)
+        out: dict[str, Any] = {}
+        for key in _DISPLAY_ORDER:
+            v = raw.get(key)
+            if v is None:
+                continue
+            if isinstance(v, dt.datetime):
+                out[key] = format_instant(v)
+            elif isinstance(v, dt.date):
+                out[key] = v.isoformat()
+            else:
+                out[key] = v
+        known: dt.datetime = raw["known_at"]
+        entry: Session = self.calendar.all[raw["entry_index"]]
+        out["known_at"] = format_instant(shift_instant(known) if self._shifted else known)
+        out["entry_session"] = (shift_date(entry.date) if self._shifted else entry.date).isoformat()
+        self._rendered[i] = out
+        return dict(out)
+
+    def haystack(self) -> pl.Series:
+        if self._haystack is None:
+            self._haystack = self.frame.select(
+                pl.concat_str([pl.col("title").fill_null(""), pl.col("issuer").fill_null("")], separator=" ").str.to_lowercase()
+            ).to_series()
+        return self._haystack
+
+
+def tool_specs() -> list[dict[str, Any]]:
+    """OpenAI-style function specs for the four tools (and nothing else)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": "pit_list",
+                "description": "List filings knowable at this session's opening bell, newest first.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 20},
+                        "offset": {"type": "integer", "minimum": 0, "default": 0},
+                        "form": {"type": "string", "description": "Only this form type, e.g. 8-K."},
+                    },
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "pit_search",
+                "description": "Search issuer and title text of knowable filings (case-insensitive substring), newest first.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 20},
+                    },
+                    "required": ["query"],
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "pit_read",
+                "description": "Read one filing by row_key, if it is knowable at this session.",
+                "parameters": {"type": "object", "properties": {"row_key": {"type": "string"}}, "required": ["row_key"]},
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "pit_coverage",
+                "description": "Counts by form and date of what is knowable now, and acceptance-stamp coverage.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        },
+    ]
+
+
+class ToolArgumentError(ValueError):
+    pass
+
+
+def _int_arg(args: Mapping[str, Any], name: str, default: int, lo: int, hi: int | None) -> int:
+    v = args.get(name, default)
+    if v is None:
+        v = default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ToolArgumentError(f"{name} must be an integer, got {v!r}")
+    if v < lo or (hi is not None and v > hi):
+        raise ToolArgumentError(f"{name} must be between {lo} and {hi if hi is not None else 'any'}, got {v}")
+    return v
+
+
+class Toolbox:
+    """The tools bound to one session of one cell. Each call is recorded through ``record``."""
+
+    def __init__(
+        self,
+        view: CellView,
+        session_index: int,
+        record: Callable[[str, dict[str, Any], dict[str, Any]], None],
+        served: Callable[[Sequence[str]], None] | None = None,
+    ) -> None:
+        self._view = view
+        self._index = session_index
+        self._session = view.calendar.all[session_index]
+        self._visible = view.visible_count(session_index)
+        self._record = record
+        self._served = served
+        shifted = view.arm == "shifted"
+        self.arm = view.arm
+        self.clock = str(view.clock)
+        self.session_date = (shift_date(self._session.date) if shifted else self._session.date).isoformat()
+        self.known_at = format_instant(shift_instant(self._session.open) if shifted else self._session.open)
+
+    # -- envelope --------------------------------------------------------------------------------------------
+
+    def _envelope(self, **payload: Any) -> dict[str, Any]:
+        return {"arm": self.arm, "clock": self.clock, "session_date": self.session_date, "known_at": self.known_at, **payload}
+
+    def _finish(self, tool: str, args: dict[str, Any], result: dict[str, Any], keys: Sequence[str] = ()) -> dict[str, Any]:
+        self._record(tool, args, result)
+        if keys and self._served is not None:
+            self._served(keys)
+        return result
+
+    def _error(self, tool: str, args: dict[str, Any], message: str) -> dict[str, Any]:
+        return self._finish(tool, args, self._envelope(status="error", error=message))
+
+    # -- tools -----------------------------------------------------------------------------------------------
+
+    def pit_list(self, limit: int = 20, offset: int = 0, form: str | None = None) -> dict[str, Any]:
+        args: dict[str, Any] = {"limit": limit, "offset": offset, "form": form}
+        try:
+            lim = _int_arg(args, "limit", 20, 1, MAX_LIMIT)
+            off = _int_arg(args, "offset", 0, 0, None)
+        except ToolArgumentError as exc:
+            return self._error("pit_list", args, str(exc))
+        view = self._view
+        if form is None:
+            total = self._visible
+            positions = range(total - 1 - off, max(total - 1 - off - lim, -1), -1)
+        else:
+            idx = view.by_form.get(str(form), [])
+            total = bisect.bisect_right(view.by_form_entry.get(str(form), []), self._index)
+            positions = [idx[j] for j in range(total - 1 - off, max(total - 1 - off - lim, -1), -1)]
+        rows = [view.render(i) for i in positions]
+        result = self._envelope(status="ok", total=total, offset=off, rows=rows)
+        return self._finish("pit_list", args, result, [r["row_key"] for r in rows])
+
+    def pit_search(self, query: str, limit: int = 20) -> dict[str, Any]:
+        args: dict[str, Any] = {"query": query, "limit": limit}
+        try:
+            lim = _int_arg(args, "limit", 20, 1, MAX_LIMIT)
+        except ToolArgumentError as exc:
+            return self._error("pit_search", args, str(exc))
+        if not isinstance(query, str) or not query.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+            return self._error("pit_search", args, "query must be a non-empty string")
+        hay = self._view.haystack().head(self._visible)
+        hits = hay.str.contains(query.strip().lower(), literal=True).arg_true().to_list()
+        chosen: list[int] = hits[::-1][:lim]
+        rows = [self._view.render(i) for i in chosen]
+        result = self._envelope(status="ok", query=query, total=len(hits), rows=rows)
+        return self._finish("pit_search", args, result, [r["row_key"] for r in rows])
+
+    def pit_read(self, row_key: str) -> dict[str, Any]:
+        args: dict[str, Any] = {"row_key": row_key}
+        i = self._view.position.get(row_key) if isinstance(row_key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
+        if i is None:
+            return self._finish("pit_read", args, self._envelope(status="unknown_row_key", row_key=row_key))
+        if self._view.entry_index[i] > self._index:
+            return self._finish("pit_read", args, self._envelope(status="not_yet_knowable", row_key=row_key))
+        row = self._view.render(i)
+        return self._finish("pit_read", args, self._envelope(status="ok", row=row), [row_key])
+
+    def pit_coverage(self) -> dict[str, Any]:
+        visible = self._view.frame.head(self._visible)
+        by_form = {str(f): int(n) for f, n in visible.group_by("form").len().sort("form").iter_rows()}
+        by_date_frame = visible.group_by("partition_date").len().sort("partition_date")
+        by_date = {d.isoformat(): int(n) for d, n in by_date_frame.iter_rows()}
+        with_acceptance = int(visible.get_column("acceptance_at").is_not_null().sum())
+        result = self._envelope(
+            status="ok",
+            rows=self._visible,
+            by_form=by_form,
+            by_date=by_date,
+            acceptance_coverage={"with_acceptance_at": with_acceptance, "without": self._visible - with_acceptance},
+        )
+        return self._finish("pit_coverage", {}, result)
+
+    def is_knowable(self, row_key: str) -> str:
+        """'ok', 'unknown' or 'not_yet_knowable' for a pick (not recorded as a tool call)."""
+        i = self._view.position.get(row_key)
+        if i is None:
+            return "unknown"
+        return "ok" if self._view.entry_index[i] <= self._index else "not_yet_knowable"
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Dispatch a tool call by name (what tool-calling adapters use)."""
+        args = dict(arguments)
+        try:
+            if name == "pit_list":
+                return self.pit_list(args.get("limit", 20), args.get("offset", 0), args.get("form"))
+            if name == "pit_search":
+                return self.pit_search(args.get("query", ""), args.get("limit", 20))
+            if name == "pit_read":
+                return self.pit_read(args.get("row_key", ""))
+            if name == "pit_coverage":
+                return self.pit_coverage()
+        except TypeError as exc:
+            return self._error(name, args, f"bad arguments: {exc}")
+        return self._error(name, args, f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}")

@@ -1,0 +1,4 @@
+import bisect
+
+def first_at_least(xs, target):
+    return bisect.bisect_left(xs, target)

@@ -1,0 +1,145 @@
+"""Shared test configuration: the hypothesis profile, an isolated evalkit home/cache, and a no-network guard.
+
+- Hypothesis: profile ``ci`` (deterministic, no deadline, modest example counts, no example database so
+  nothing is written to the working directory) is loaded unless ``HYPOTHESIS_PROFILE`` names another
+  (``dev`` runs more examples).
+- ``EVALKIT_CACHE_DIR`` and ``EVALKIT_HOME`` point into one per-session temp directory, set in ``os.environ``
+  so subprocesses inherit them: no test writes to the home directory or the working directory.
+- Any connection (or datagram) to a non-loopback INET/INET6 address fails the test that made it. Loopback stays
+  open because later tests run local fake servers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# tests/strategies.py is imported as ``strategies`` whatever pytest's import mode is.
+_TESTS_DIR = str(Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+
+settings.register_profile(
+    "ci",
+    deadline=None,
+    derandomize=True,
+    database=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, database=None, max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# --- isolated evalkit home and cache -------------------------------------------------------------------------
+
+_ENV_VARS = ("EVALKIT_CACHE_DIR", "EVALKIT_HOME")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def evalkit_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """Point evalkit's cache and home at a per-session temp directory (inherited by subprocesses)."""
+    base = tmp_path_factory.mktemp("evalkit-session")
+    dirs = {"EVALKIT_CACHE_DIR": base / "cache", "EVALKIT_HOME": base / "home"}
+    saved = {k: os.environ.get(k) for k in _ENV_VARS}
+    for k, p in dirs.items():
+        p.mkdir()
+        os.environ[k] = str(p)
+    try:
+        yield dirs
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
+
+
+# --- no network --------------------------------------------------------------------------------------------
+
+
+class NetworkAccessError(OSError):
+    """Raised by the test guard when a test reaches for a non-loopback address."""
+
+
+_INET = (socket.AF_INET, socket.AF_INET6)
+
+
+def _is_loopback_host(host: object) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    name = host.strip("[]").split("%", 1)[0].lower()
+    if name in {"localhost", "localhost.", "ip6-localhost"} or name.endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _address_host(address: Any) -> object:
+    if isinstance(address, tuple) and address:
+        return address[0]
+    return address
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """Fail any test that opens an INET/INET6 connection to a non-loopback address.
+
+    The attempt raises :class:`NetworkAccessError` where it happens *and* is recorded, so a test whose code
+    swallows the error still fails at teardown.
+    """
+    attempts: list[str] = []
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_sendto = socket.socket.sendto
+    real_create_connection = socket.create_connection
+
+    def refuse(what: str, address: object) -> None:
+        msg = f"{request.node.nodeid}: {what} to non-loopback address {address!r} (tests must not use the network)"
+        attempts.append(msg)
+        raise NetworkAccessError(msg)
+
+    def guard(sock: socket.socket, what: str, address: object) -> None:
+        if sock.family in _INET and not _is_loopback_host(_address_host(address)):
+            refuse(what, address)
+
+    def connect(self: socket.socket, address: Any) -> None:
+        guard(self, "connect", address)
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        guard(self, "connect_ex", address)
+        return real_connect_ex(self, address)
+
+    def sendto(self: socket.socket, *args: Any) -> int:
+        guard(self, "sendto", args[-1])
+        return real_sendto(self, *args)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        # Checked before name resolution, so no DNS query leaves the machine either.
+        if not _is_loopback_host(_address_host(address)):
+            refuse("create_connection", address)
+        return real_create_connection(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket.socket, "sendto", sendto)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    yield attempts
+    if attempts:
+        pytest.fail("network access attempted:\n" + "\n".join(attempts), pytrace=False)

@@ -1,0 +1,124 @@
+"""Hypothesis strategies shared by the test suite (one module, as attrs does)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from hypothesis import strategies as st
+
+UTC = dt.UTC
+
+# --- JSON-ish values ---------------------------------------------------------------------------------------
+
+# Keys mix ASCII, the BMP above the surrogate block (U+E000..U+FFFF sorts *after* astral characters in UTF-16)
+# and astral characters (emoji, CJK extension B), which is where code-point and UTF-16 orders disagree.
+_KEY_ALPHABET = st.one_of(
+    st.sampled_from("abcxyzAZ_-09 é"),
+    st.characters(min_codepoint=0xE000, max_codepoint=0xFFFD),
+    st.characters(min_codepoint=0x10000, max_codepoint=0x10FFFF),
+    st.characters(codec="utf-8"),
+)
+json_keys = st.text(alphabet=_KEY_ALPHABET, max_size=6)
+
+# Strings: any valid Unicode scalar (no lone surrogates), including control characters that need escaping.
+json_strings = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
+
+_MAX_SAFE = 2**53 - 1
+json_ints = st.one_of(
+    st.integers(min_value=-1000, max_value=1000),
+    st.integers(min_value=-_MAX_SAFE, max_value=_MAX_SAFE),
+    st.sampled_from([_MAX_SAFE, -_MAX_SAFE, 0]),
+)
+
+
+def _scaled(x: float, exp: int) -> float:
+    return x * 10.0**exp
+
+
+# Floats of every magnitude the normaliser keeps (|x| < 2**53) plus the six-decimal rounding boundaries.
+json_floats = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-(2.0**53) + 1, max_value=2.0**53 - 1),
+    st.builds(
+        _scaled,
+        st.floats(min_value=-10.0, max_value=10.0, allow_nan=False, allow_infinity=False),
+        st.integers(min_value=-9, max_value=15),
+    ).filter(lambda f: abs(f) < 2.0**53),
+    st.sampled_from(
+        [0.0, -0.0, 1e-7, -1e-7, 4.9e-7, 5e-7, 5.1e-7, 1e-6, 1.5e-6, 0.0001, 0.00005, 1e-5, 0.1, 0.5, 1.0, -1.0,
+         123456.1234565, 1e15, 1e15 + 0.5, 4503599627370495.5, 9007199254740991.0]
+    ),
+)
+
+json_scalars = st.one_of(st.none(), st.booleans(), json_ints, json_floats, json_strings)
+
+json_values: st.SearchStrategy[Any] = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=5),
+        st.dictionaries(json_keys, children, max_size=5),
+    ),
+    max_leaves=25,
+)
+
+# --- instants and rows -------------------------------------------------------------------------------------
+
+# Stay well inside the calendar span and around the pinned 2022-11..2023-03 window, hitting DST changes.
+instants = st.datetimes(
+    min_value=dt.datetime(2021, 1, 1),
+    max_value=dt.datetime(2024, 12, 31, 23, 59, 59),
+    timezones=st.just(UTC),
+).map(lambda t: t.replace(microsecond=0))
+
+dates = st.dates(min_value=dt.date(2021, 1, 1), max_value=dt.date(2024, 12, 31))
+
+
+@st.composite
+def clock_rows(draw: st.DrawFn) -> dict[str, Any]:
+    """A release row as the clocks see it: dates, an optional acceptance stamp, an optional later dissemination."""
+    partition = draw(dates)
+    published = partition + dt.timedelta(days=draw(st.integers(min_value=0, max_value=4)))
+    accepted = draw(st.none() | instants)
+    disseminated = None
+    if draw(st.booleans()):
+        base = accepted or dt.datetime.combine(partition, dt.time(12), tzinfo=UTC)
+        disseminated = base + dt.timedelta(seconds=draw(st.integers(min_value=-3600, max_value=3 * 86400)))
+    return {
+        "partition_date": partition,
+        "published_at": published,
+        "acceptance_at": accepted,
+        "disseminated_at": disseminated,
+    }
+
+
+# --- filings -----------------------------------------------------------------------------------------------
+
+_ISSUERS = ("ACME WIDGETS INC", "ZEPHYR BIOTHERAPEUTICS CORP", "NORTHWIND TRADERS LLC", "Ünïcødé Holdings AG")
+_FORMS = ("4", "8-K", "10-Q", "SC 13G", "424B2", "10-K")
+
+
+@st.composite
+def filings_args(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    """Keyword arguments for ``evalkit_core.Filing`` (kept as a dict so tests control the accession)."""
+    partition = draw(st.dates(min_value=dt.date(2022, 11, 1), max_value=dt.date(2023, 3, 31)))
+    issuer_i = draw(st.integers(min_value=0, max_value=len(_ISSUERS) - 1))
+    accepted = draw(
+        st.none()
+        | st.builds(
+            lambda h, m: dt.datetime.combine(partition, dt.time(h, m), tzinfo=UTC),
+            st.integers(min_value=0, max_value=23),
+            st.integers(min_value=0, max_value=59),
+        )
+    )
+    cik = f"{1000 + issuer_i:010d}"
+    accession = f"{cik}-22-{index:06d}"
+    return {
+        "accession": accession,
+        "cik": cik,
+        "issuer": _ISSUERS[issuer_i],
+        "form": draw(st.sampled_from(_FORMS)),
+        "partition_date": partition,
+        "published_at": partition,
+        "acceptance_at": accepted,
+        "url": f"https://www.sec.gov/Archives/edgar/data/{int(cik)}/{accession}.txt",
+    }
