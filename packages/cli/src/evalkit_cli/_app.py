@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from evalkit_cli import _bundle, _pit
+from evalkit_cli import _bundle, _models, _pit
+from evalkit_cli import _tasks
 from evalkit_cli._errors import run_app
+from evalkit_cli._eval import eval_command
 from evalkit_cli._version import version_callback
 
 __all__ = ["app", "main", "pit_app", "pit_main"]
@@ -28,19 +30,24 @@ pit_app = typer.Typer(
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),  # noqa: ARG001
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),
 ) -> None:
     """evalkit: evaluation you can re-check."""
 
 
 @pit_app.callback()
 def _pit_root(
-    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),  # noqa: ARG001
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),
 ) -> None:
     """pit-harness: point-in-time runs, verification and export."""
 
 
 app.add_typer(_bundle.app, name="bundle", help="Build, inspect and check releases (bundles).")
+app.add_typer(_tasks.app, name="tasks", help="Validate task banks and import task sets.")
+app.command("eval")(eval_command)
+app.add_typer(_models.models_app, name="models", help="The model registry: ids, providers, prices.")
+app.add_typer(_models.budget_app, name="budget", help="The global spending cap (USD): show or set it.")
+app.add_typer(_models.calls_app, name="calls", help="The record of model calls in the store.")
 for _target in (app, pit_app):
     _target.command("run")(_pit.run)
     _target.command("verify")(_pit.verify)

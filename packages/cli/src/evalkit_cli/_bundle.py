@@ -115,3 +115,8 @@ def check(path: Path = typer.Argument(..., help="Release directory.")) -> None:
             typer.echo(f"MISMATCH  {p}", err=True)
         raise ReleaseError(f"{path}: {len(problems)} digest mismatch(es)")
     typer.echo(f"ok  {path}: every digest matches")
+
+
+from evalkit_cli._bundle_build import build  # noqa: E402  (the build command lives in its own module)
+
+app.command("build")(build)

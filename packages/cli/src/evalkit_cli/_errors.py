@@ -1,11 +1,14 @@
-"""Exit codes in one place: user errors print one line and exit 2, Ctrl-C exits 130, bugs show a traceback."""
+"""Exit codes in one place: user errors print one line and exit 2, Ctrl-C exits 130, bugs show a traceback.
+
+Usage errors (an unknown option, a missing argument) are typer's own and also exit 2 with its usage message.
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Callable
+from types import FrameType
 
-import click
 import typer
 
 from evalkit_core import EvalkitError
@@ -16,23 +19,16 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
+def _interrupted(_signum: int, _frame: FrameType | None) -> None:
+    print("\ninterrupted", file=sys.stderr)
+    sys.exit(EXIT_INTERRUPTED)
+
+
 def run_app(app: typer.Typer, prog_name: str) -> None:
-    """Run ``app`` with evalkit's error mapping. Never returns."""
-    command: Callable[..., object] = typer.main.get_command(app)
+    """Run ``app`` with evalkit's error mapping."""
+    signal.signal(signal.SIGINT, _interrupted)
     try:
-        rv = command.main(prog_name=prog_name, standalone_mode=False)  # pyright: ignore[reportAttributeAccessIssue, reportUnknownVariableType]
+        app(prog_name=prog_name)
     except EvalkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
-    except click.exceptions.Abort:
-        print("interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(EXIT_USER_ERROR)
-    sys.exit(rv if isinstance(rv, int) else 0)

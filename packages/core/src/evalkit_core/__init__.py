@@ -101,4 +101,5 @@ __all__ = [
     "us_federal_holidays",
     "with_entry",
     "write_receipt",
+    "write_release",
 ]

@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import warnings
 from collections.abc import Sequence
+from typing import Any, cast
 
 import attrs
 
@@ -146,8 +147,11 @@ def nyse() -> Calendar:
         sched = mcal.get_calendar("NYSE").schedule(
             start_date=CALENDAR_SPAN[0].isoformat(), end_date=CALENDAR_SPAN[1].isoformat()
         )
+    opens = cast("list[Any]", sched["market_open"].tolist())
+    closes = cast("list[Any]", sched["market_close"].tolist())
+    days: list[Any] = sched.index.tolist()
     out: list[Session] = []
-    for idx, o, c in zip(sched.index, sched["market_open"], sched["market_close"], strict=True):
+    for idx, o, c in zip(days, opens, closes, strict=True):
         out.append(Session(idx.date(), o.to_pydatetime().astimezone(UTC), c.to_pydatetime().astimezone(UTC)))
     return Calendar(out)
 

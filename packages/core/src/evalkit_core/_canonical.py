@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import rfc8785
 
@@ -60,7 +60,8 @@ class _Normalizer:
             return self.float(v, path)
         if isinstance(v, Mapping):
             out: dict[str, Any] = {}
-            for k, item in v.items():  # pyright: ignore[reportUnknownVariableType]
+            mapping = cast("Mapping[object, object]", v)
+            for k, item in mapping.items():
                 if not isinstance(k, str):
                     raise CanonicalError(f"object key {k!r} at {_where(path)} is not a string")
                 if not self.slow and any(ord(ch) >= 0xD800 for ch in k):

@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import attrs
 
@@ -93,7 +93,7 @@ def read_receipt(path: str | Path) -> dict[str, Any]:
         raise ReceiptError(f"{p}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ReceiptError(f"{p}: expected a JSON object with body, body_sha256 and emitted_at")
-    receipt: dict[str, Any] = data
+    receipt = cast("dict[str, Any]", data)
     for field, kind in (("body", dict), ("body_sha256", str), ("emitted_at", str)):
         if not isinstance(receipt.get(field), kind):
             raise ReceiptError(f"{p}: field {field!r} missing or not a {kind.__name__}")

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import polars as pl
@@ -233,9 +233,8 @@ def write_release(
     Rows are sorted by (partition_date, acceptance_at, accession) so the same filings always give the same bytes.
     """
     target = Path(out)
-    if target.exists() and any(target.iterdir()):
-        if not overwrite:
-            raise ReleaseError(f"{target}: output directory exists and is not empty (choose another --out)")
+    if target.exists() and any(target.iterdir()) and not overwrite:
+        raise ReleaseError(f"{target}: output directory exists and is not empty (choose another --out)")
     rows = sorted(filings, key=_sort_key)
     seen: set[str] = set()
     for f in rows:
@@ -316,7 +315,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         raise ReleaseError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ReleaseError(f"{path}: expected a JSON object")
-    manifest: dict[str, Any] = data
+    manifest = cast("dict[str, Any]", data)
     for field, kind in (("name", str), ("window", dict), ("files", dict), ("content_digest", str), ("forms", list)):
         if not isinstance(manifest.get(field), kind):
             raise ReleaseError(f"{path}: field {field!r} missing or not a {kind.__name__}")
@@ -366,7 +365,7 @@ def _locate_bad_line(path: Path, schema: Mapping[str, Any], required: Sequence[s
                 return f"{path}: line {lineno}: not valid JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else exc})"
             if not isinstance(obj, dict):
                 return f"{path}: line {lineno}: expected a JSON object"
-            row: dict[str, Any] = obj
+            row = cast("dict[str, Any]", obj)
             for field in required:
                 if row.get(field) in (None, ""):
                     return f"{path}: line {lineno}: field {field!r} is missing"
@@ -416,11 +415,10 @@ def _read_jsonl(path: Path, schema: Mapping[str, Any], required: Sequence[str]) 
             elif v == _INSTANT:
                 casts.append(pl.col(k).str.to_datetime("%Y-%m-%dT%H:%M:%SZ", time_unit="us", time_zone="UTC", strict=True))
         frame = frame.with_columns(casts)
-        for field in required:
-            if frame.get_column(field).null_count():
-                raise ValueError(field)
     except (pl.exceptions.PolarsError, ValueError, OSError):
         raise ReleaseError(_locate_bad_line(path, schema, required)) from None
+    if any(frame.get_column(field).null_count() for field in required):
+        raise ReleaseError(_locate_bad_line(path, schema, required))
     return frame
 
 

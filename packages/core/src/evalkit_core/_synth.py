@@ -109,7 +109,8 @@ class SynthIssuer:
 
 
 def _rng(seed: int, stream: str) -> random.Random:
-    return random.Random(f"{GENERATOR}:{seed}:{stream}")
+    # Reproducible synthetic data, not secrets: a seeded PRNG is what we want.
+    return random.Random(f"{GENERATOR}:{seed}:{stream}")  # noqa: S311
 
 
 def synth_issuers(n: int, seed: int) -> list[SynthIssuer]:
@@ -144,7 +145,8 @@ def synth_issuers(n: int, seed: int) -> list[SynthIssuer]:
 
 def _cumulative(weights: Sequence[float]) -> list[float]:
     total = sum(weights)
-    acc, out = 0.0, []
+    acc = 0.0
+    out: list[float] = []
     for w in weights:
         acc += w / total
         out.append(acc)

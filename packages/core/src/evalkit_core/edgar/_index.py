@@ -269,7 +269,7 @@ def read_index_file(
     except OSError as exc:
         raise ReleaseError(f"{path}: cannot read ({exc.strerror})") from None
     day = dt.datetime.strptime(m.group(2), "%Y%m%d").date() if m.group(2) else None  # noqa: DTZ007 (a date)
-    entries, seen, lines = parse_index(_decode(raw, label), name=label, day=day, start=start, end=end)
+    entries, seen, lines = parse_index(_decode(raw, str(path)), name=str(path), day=day, start=start, end=end)
     return IndexFile(
         source=InputFile(name=label, sha256=digest_bytes(raw), size=len(raw), kind="index"),
         kind=m.group(1),

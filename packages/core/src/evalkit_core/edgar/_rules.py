@@ -43,14 +43,8 @@ _ALWAYS = dt.date(1993, 1, 1)
 
 # Form type -> first day the 22:00 cut-off applied to it.
 EXTENDED_CUTOFF_FORMS: dict[str, dt.date] = {
-    **{f: _ALWAYS for f in ("3", "3/A", "4", "4/A", "5", "5/A")},
-    **{
-        f: _ALWAYS
-        for f in (
-            "F-1MEF", "F-3MEF", "F-4MEF", "N-14MEF", "N-2MEF", "POS 462B", "S-11MEF", "S-1MEF", "S-3MEF",
-            "S-4MEF", "S-BMEF", "SC 14N", "SC 14N/A",
-        )
-    },
+    **dict.fromkeys(("3", "3/A", "4", "4/A", "5", "5/A"), _ALWAYS),
+    **dict.fromkeys(("F-1MEF", "F-3MEF", "F-4MEF", "N-14MEF", "N-2MEF", "POS 462B", "S-11MEF", "S-1MEF", "S-3MEF", "S-4MEF", "S-BMEF", "SC 14N", "SC 14N/A"), _ALWAYS),
     "144": dt.date(2023, 3, 20),
     "144/A": dt.date(2023, 3, 20),
     # Assumed from the 2023 Regulation 13D-G amendments (structured Schedules 13D/G on EDGAR, December 2024).

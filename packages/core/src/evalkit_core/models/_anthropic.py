@@ -31,7 +31,8 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
     if m.text:
         blocks.append({"type": "text", "text": m.text})
     blocks.extend(
-        {"type": "tool_use", "id": tc.id, "name": tc.name, "input": dict(tc.arguments or {})} for tc in m.tool_calls
+        {"type": "tool_use", "id": tc.id, "name": tc.name, "input": dict(tc.arguments or {})}
+        for tc in m.tool_calls
     )
     return blocks
 
@@ -54,11 +55,14 @@ def build_body(entry: ModelEntry, request: Request) -> dict[str, Any]:
         body["stop_sequences"] = list(request.stop)
     if request.tools:
         body["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
         ]
     if request.tool_choice is not None:
         choice = request.tool_choice
-        body["tool_choice"] = {"type": choice} if choice in ("auto", "any", "none") else {"type": "tool", "name": choice}
+        body["tool_choice"] = (
+            {"type": choice} if choice in ("auto", "any", "none") else {"type": "tool", "name": choice}
+        )
     return body
 
 

@@ -3,10 +3,13 @@
 Before each request the client reserves the request's worst case (see ``worst_case_cost``) inside one
 ``BEGIN IMMEDIATE`` transaction: read cap, spent and outstanding reservations; refuse if
 ``spent + reserved + worst_case > cap``; else add the reservation. After the request it settles, in another
-transaction, to the exact cost. Because the check and the reservation share one write-locked transaction, the cap
-holds across tasks, threads, processes sharing the store, and restarts; there is no in-memory tally to go stale.
+transaction, to the exact cost. Because the check and the reservation share one write-locked transaction, the
+cap
+holds across tasks, threads, processes sharing the store, and restarts; there is no in-memory tally to go
+stale.
 
-An attempt whose outcome is unknown (a timeout or a dropped connection after the request was sent, a reply that
+An attempt whose outcome is unknown (a timeout or a dropped connection after the request was sent, a reply
+that
 cannot be parsed) may still have been billed; it is settled at its full reservation, so the guard errs towards
 spending less. A reservation left by a crashed process keeps counting until :func:`release_stale_reservations`
 drops it (again erring towards spending less).
@@ -68,11 +71,23 @@ def _ledger(
     db.execute(
         "INSERT INTO budget_ledger (at, kind, call_id, model_id, amount, spent_after, reserved_after, cap_after, note)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (now, kind, call_id, model_id, str(amount), str(spent), str(reserved), None if cap is None else str(cap), note),
+        (
+            now,
+            kind,
+            call_id,
+            model_id,
+            str(amount),
+            str(spent),
+            str(reserved),
+            None if cap is None else str(cap),
+            note,
+        ),
     )
 
 
-def _write_totals(db: sqlite3.Connection, cap: Decimal | None, spent: Decimal, reserved: Decimal, now: str) -> None:
+def _write_totals(
+    db: sqlite3.Connection, cap: Decimal | None, spent: Decimal, reserved: Decimal, now: str
+) -> None:
     db.execute(
         "UPDATE budget SET cap = ?, spent = ?, reserved = ?, updated_at = ? WHERE id = 1",
         (None if cap is None else str(cap), str(plain(spent)), str(plain(reserved)), now),
@@ -100,11 +115,14 @@ def try_reserve(
     return reservation_id
 
 
-def settle(db: sqlite3.Connection, reservation_id: str, charge: Decimal, *, note: str | None = None, now: str) -> None:
+def settle(
+    db: sqlite3.Connection, reservation_id: str, charge: Decimal, *, note: str | None = None, now: str
+) -> None:
     """Inside a write transaction: drop the reservation and add ``charge`` (the exact cost, or the reservation
     itself when the outcome is unknown) to spent."""
     row = db.execute(
-        "SELECT amount, call_id, model_id FROM budget_reservations WHERE reservation_id = ?", (reservation_id,)
+        "SELECT amount, call_id, model_id FROM budget_reservations WHERE reservation_id = ?",
+        (reservation_id,),
     ).fetchone()
     if row is None:  # released as stale meanwhile: still charge what was spent
         amount, call_id, model_id = Decimal(0), None, None
@@ -115,7 +133,9 @@ def settle(db: sqlite3.Connection, reservation_id: str, charge: Decimal, *, note
     reserved -= amount
     spent += charge
     _write_totals(db, cap, spent, reserved, now)
-    _ledger(db, "settle", charge, (cap, spent, reserved), call_id=call_id, model_id=model_id, note=note, now=now)
+    _ledger(
+        db, "settle", charge, (cap, spent, reserved), call_id=call_id, model_id=model_id, note=note, now=now
+    )
 
 
 def budget_status(store: Store) -> BudgetStatus:
@@ -132,23 +152,33 @@ def parse_cap(text: str) -> Decimal | None:
     try:
         value = Decimal(text.strip().removeprefix("$"))
     except InvalidOperation:
-        raise ConfigError(f"budget cap: expected a decimal amount in USD such as 5.00 (or 'none'), got {text!r}") from None
+        raise ConfigError(
+            f"budget cap: expected a decimal amount in USD such as 5.00 (or 'none'), got {text!r}"
+        ) from None
     if not value.is_finite() or value < 0:
         raise ConfigError(f"budget cap: expected a non-negative amount in USD, got {text!r}")
     return plain(value)
 
 
 def set_budget_cap(store: Store, cap: Decimal | None) -> BudgetStatus:
-    """Set (or with None, remove) the global cap. Spend so far is kept; lowering the cap below it refuses every
+    """Set (or with None, remove) the global cap. Spend so far is kept; lowering the cap below it refuses
+    every
     further call."""
     if cap is not None and (not cap.is_finite() or cap < 0):
         raise ConfigError(f"budget cap: expected a non-negative amount in USD, got {cap}")
+    cap = None if cap is None else plain(cap)
     now = utc_now()
     with store.transaction() as db:
         _, spent, reserved = _totals(db)
         _write_totals(db, cap, spent, reserved, now)
-        _ledger(db, "set_cap", cap if cap is not None else Decimal(0), (cap, spent, reserved), now=now,
-                note=None if cap is not None else "cap removed")
+        _ledger(
+            db,
+            "set_cap",
+            cap if cap is not None else Decimal(0),
+            (cap, spent, reserved),
+            now=now,
+            note=None if cap is not None else "cap removed",
+        )
     return budget_status(store)
 
 
@@ -158,13 +188,22 @@ def release_stale_reservations(store: Store, older_than: dt.timedelta) -> int:
     now = utc_now()
     with store.transaction() as db:
         rows = db.execute(
-            "SELECT reservation_id, amount, call_id, model_id FROM budget_reservations WHERE created_at < ?", (cutoff,)
+            "SELECT reservation_id, amount, call_id, model_id FROM budget_reservations WHERE created_at < ?",
+            (cutoff,),
         ).fetchall()
         for rid, amount, call_id, model_id in rows:
             db.execute("DELETE FROM budget_reservations WHERE reservation_id = ?", (rid,))
             cap, spent, reserved = _totals(db)
             reserved -= Decimal(amount)
             _write_totals(db, cap, spent, reserved, now)
-            _ledger(db, "release", Decimal(amount), (cap, spent, reserved), call_id=call_id, model_id=model_id,
-                    note="stale reservation released", now=now)
+            _ledger(
+                db,
+                "release",
+                Decimal(amount),
+                (cap, spent, reserved),
+                call_id=call_id,
+                model_id=model_id,
+                note="stale reservation released",
+                now=now,
+            )
     return len(rows)

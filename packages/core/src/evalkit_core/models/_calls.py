@@ -61,16 +61,48 @@ class CallRecord:
 
 
 def _record(row: tuple[object, ...]) -> CallRecord:
-    (call_id, started, finished, model_id, provider, api_model, reported, simulated, status, error, attempts,
-     req_d, resp_d, reg_d, inp, out, cr, cw, cost, charged, stop) = row
+    (
+        call_id,
+        started,
+        finished,
+        model_id,
+        provider,
+        api_model,
+        reported,
+        simulated,
+        status,
+        error,
+        attempts,
+        req_d,
+        resp_d,
+        reg_d,
+        inp,
+        out,
+        cr,
+        cw,
+        cost,
+        charged,
+        stop,
+    ) = row
     usage = None if inp is None else Usage(int(str(inp)), int(str(out)), int(str(cr)), int(str(cw)))
     return CallRecord(
-        call_id=str(call_id), started_at=str(started), finished_at=None if finished is None else str(finished),
-        model_id=str(model_id), provider=str(provider), api_model=str(api_model),
-        reported_model=None if reported is None else str(reported), simulated=bool(simulated), status=str(status),
-        error=None if error is None else str(error), attempts=int(str(attempts)), request_digest=str(req_d),
-        response_digest=None if resp_d is None else str(resp_d), registry_digest=str(reg_d), usage=usage,
-        cost=None if cost is None else Decimal(str(cost)), charged=Decimal(str(charged)),
+        call_id=str(call_id),
+        started_at=str(started),
+        finished_at=None if finished is None else str(finished),
+        model_id=str(model_id),
+        provider=str(provider),
+        api_model=str(api_model),
+        reported_model=None if reported is None else str(reported),
+        simulated=bool(simulated),
+        status=str(status),
+        error=None if error is None else str(error),
+        attempts=int(str(attempts)),
+        request_digest=str(req_d),
+        response_digest=None if resp_d is None else str(resp_d),
+        registry_digest=str(reg_d),
+        usage=usage,
+        cost=None if cost is None else Decimal(str(cost)),
+        charged=Decimal(str(charged)),
         stop_reason=None if stop is None else str(stop),
     )
 
@@ -90,13 +122,13 @@ def parse_since(text: str, *, now: dt.datetime | None = None) -> str:
                 f"--since: expected an ISO date or instant (2025-06-01, 2025-06-01T12:00Z) or an age (30m, 2h, 7d), got {text!r}"
             ) from None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
+            when = when.replace(tzinfo=dt.UTC)  # a naive --since is read as UTC
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def list_calls(store: Store, *, since: str | None = None, limit: int | None = None) -> list[CallRecord]:
     """Calls started at or after ``since`` (store timestamp text, see :func:`parse_since`), oldest first."""
-    sql = f"SELECT {_COLUMNS} FROM model_calls"
+    sql = f"SELECT {_COLUMNS} FROM model_calls"  # noqa: S608 - fixed column list, values are bound
     args: list[object] = []
     if since is not None:
         sql += " WHERE started_at >= ?"
@@ -115,11 +147,14 @@ def call_attempts(store: Store, call_id: str) -> list[CallAttempt]:
             " WHERE call_id = ? ORDER BY attempt",
             (call_id,),
         ).fetchall()
-    return [CallAttempt(int(a), str(s), float(e), c, str(o), err, Decimal(ch)) for a, s, e, c, o, err, ch in rows]
+    return [
+        CallAttempt(int(a), str(s), float(e), c, str(o), err, Decimal(ch)) for a, s, e, c, o, err, ch in rows
+    ]
 
 
 def recompute_cost(store: Store, call_id: str) -> Decimal:
-    """The cost of a recorded call recomputed from its recorded usage and the registry content recorded under its
+    """The cost of a recorded call recomputed from its recorded usage and the registry content recorded under
+    its
     registry digest (so a price change in a later registry does not change it)."""
     with store.snapshot() as db:
         row = db.execute(
@@ -132,7 +167,11 @@ def recompute_cost(store: Store, call_id: str) -> Decimal:
     model_id, inp, out, cr, cw, content = row
     try:
         p = json.loads(content)["models"][model_id]["prices"]
-        prices = Prices(Decimal(p["input"]), Decimal(p["output"]), Decimal(p["cache_read"]), Decimal(p["cache_write"]))
+        prices = Prices(
+            Decimal(p["input"]), Decimal(p["output"]), Decimal(p["cache_read"]), Decimal(p["cache_write"])
+        )
     except (KeyError, TypeError) as exc:
-        raise RegistryError(f"call {call_id!r}: recorded registry lacks prices for {model_id!r} ({exc})") from None
+        raise RegistryError(
+            f"call {call_id!r}: recorded registry lacks prices for {model_id!r} ({exc})"
+        ) from None
     return cost_of(Usage(inp, out, cr, cw), prices)

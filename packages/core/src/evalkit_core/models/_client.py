@@ -1,9 +1,13 @@
 """``ModelClient``: the one way evalkit calls a model.
 
-A call goes: registry entry -> key check (``MissingKeyError`` before any request) -> per attempt: rate limits ->
-budget reservation of the worst case (``BudgetExceeded``) -> request -> settle to the exact cost -> attempt row.
-The call row is written ``pending`` with the first reservation and finished in the transaction that settles the
-last attempt, so the store never shows a cost the budget did not see, and a crash leaves a visible ``pending``.
+A call goes: registry entry -> key check (``MissingKeyError`` before any request) -> per attempt: rate limits
+->
+budget reservation of the worst case (``BudgetExceeded``) -> request -> settle to the exact cost -> attempt
+row.
+The call row is written ``pending`` with the first reservation and finished in the transaction that settles
+the
+last attempt, so the store never shows a cost the budget did not see, and a crash leaves a visible
+``pending``.
 
 Keys are read from the environment per call, sent only in request headers, and scrubbed from every error text;
 nothing that is stored, logged or raised contains them.
@@ -26,8 +30,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self, cast
 
+import attrs
 import httpx
 
 from evalkit_core._canonical import canonical_bytes, digest, digest_bytes
@@ -83,10 +88,12 @@ def _provider_message(resp: httpx.Response) -> str:
         data = json.loads(resp.content)
     except ValueError:
         return resp.text[:_ERROR_CHARS]
-    if isinstance(data, dict):
-        err = data.get("error")  # both providers: {"error": {"type": ..., "message": ...}}
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])[:_ERROR_CHARS]
+    body = cast("dict[str, Any]", data) if isinstance(data, dict) else {}
+    err = body.get("error")  # both providers: {"error": {"type": ..., "message": ...}}
+    if isinstance(err, dict):
+        message = cast("dict[str, Any]", err).get("message")
+        if isinstance(message, str):
+            return message[:_ERROR_CHARS]
     return resp.text[:_ERROR_CHARS]
 
 
@@ -94,7 +101,8 @@ class ModelClient:
     """Calls models through one registry, one store (budget + records) and one HTTP connection pool.
 
     Use one client per process (``async with ModelClient() as client: ...``); it is safe for many concurrent
-    ``complete`` calls on one event loop. ``env`` replaces ``os.environ`` for key lookup (tests); ``transport``
+    ``complete`` calls on one event loop. ``env`` replaces ``os.environ`` for key lookup (tests);
+    ``transport``
     replaces httpx's network transport; ``sleep`` replaces ``asyncio.sleep`` for backoff waits.
     """
 
@@ -120,7 +128,7 @@ class ModelClient:
         self.timeout = timeout
         self._env = env
         self._sleep = sleep
-        self._rng = random.Random(seed)
+        self._rng = random.Random(seed)  # noqa: S311 - backoff jitter, not cryptography
         self._http = httpx.AsyncClient(
             transport=transport,
             timeout=httpx.Timeout(timeout, pool=None),
@@ -129,7 +137,7 @@ class ModelClient:
         self._buckets: dict[str, tuple[TokenBucket | None, TokenBucket | None]] = {}
         self._registry_recorded = False
 
-    async def __aenter__(self) -> ModelClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -180,13 +188,21 @@ class ModelClient:
         try:
             resp = await self._http.post(url, content=content, headers=headers)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise _Failure(f"cannot connect to {url} ({type(exc).__name__})", retryable=True, billing_unknown=False) from None
+            raise _Failure(
+                f"cannot connect to {url} ({type(exc).__name__})", retryable=True, billing_unknown=False
+            ) from None
         except httpx.TimeoutException as exc:
             raise _Failure(
-                f"no reply from {url} within {self.timeout}s ({type(exc).__name__})", retryable=True, billing_unknown=True
+                f"no reply from {url} within {self.timeout}s ({type(exc).__name__})",
+                retryable=True,
+                billing_unknown=True,
             ) from None
         except httpx.TransportError as exc:
-            raise _Failure(f"connection to {url} failed ({type(exc).__name__}: {exc})", True, True) from None
+            raise _Failure(
+                f"connection to {url} failed ({type(exc).__name__}: {exc})",
+                retryable=True,
+                billing_unknown=True,
+            ) from None
         code = resp.status_code
         if not 200 <= code < 300:
             raise _Failure(
@@ -200,10 +216,17 @@ class ModelClient:
             data = json.loads(resp.content)
         except ValueError:
             raise _Failure(
-                f"malformed JSON in the HTTP {code} reply from {url}", retryable=True, billing_unknown=True, status_code=code
+                f"malformed JSON in the HTTP {code} reply from {url}",
+                retryable=True,
+                billing_unknown=True,
+                status_code=code,
             ) from None
         try:
-            reply = _anthropic.parse_reply(data) if entry.provider == "anthropic" else _openai.parse_reply(data, entry)
+            reply = (
+                _anthropic.parse_reply(data)
+                if entry.provider == "anthropic"
+                else _openai.parse_reply(data, entry)
+            )
         except ShapeError as exc:
             raise _Failure(
                 f"reply from {url} does not match the {entry.provider} format: {exc}",
@@ -213,7 +236,9 @@ class ModelClient:
             ) from None
         return reply, resp.content
 
-    async def _attempt(self, entry: ModelEntry, request: Request, content: bytes, key: str | None) -> tuple[Reply, str]:
+    async def _attempt(
+        self, entry: ModelEntry, request: Request, content: bytes, key: str | None
+    ) -> tuple[Reply, str]:
         if entry.sim is not None:
             if entry.sim.latency_ms:
                 await asyncio.sleep(entry.sim.latency_ms / 1000)
@@ -228,75 +253,64 @@ class ModelClient:
     # ------------------------------------------------------------------------------------------ the call
 
     async def complete(self, model_id: str, request: Request) -> Completion:
-        """Call ``model_id`` with ``request``. Raises ``MissingKeyError`` (before any request), ``BudgetExceeded``,
-        ``ModelError`` (with the number of attempts), or ``RegistryError`` for an unknown model."""
+        """Call ``model_id`` with ``request``.
+
+        Raises ``MissingKeyError`` (before any request), ``BudgetExceeded``, ``ModelError`` (its message says how
+        many attempts were made) or ``RegistryError`` for an unknown model.
+        """
         entry = self.registry.get(model_id)
         key = self._key(entry)
-        if entry.sim is not None:
-            sc = request.sim_context
-            if sc is None or (sc.reference is None and sc.reference_json is None):
-                simulate(entry, request)  # raises the ModelError that explains the seam
-            content = canonical_bytes(request_to_json(request, include_sim_context=False))
-        elif entry.provider == "anthropic":
-            content = json.dumps(_anthropic.build_body(entry, request), ensure_ascii=False, separators=(",", ":")).encode()
-        else:
-            content = json.dumps(_openai.build_body(entry, request), ensure_ascii=False, separators=(",", ":")).encode()
-        call_id = uuid.uuid4().hex
-        request_digest = digest({"model_id": model_id, "request": request_to_json(request)})
-        worst = worst_case_cost(entry, len(content), request.max_tokens)
+        content = _wire_bytes(entry, request)
+        call = _Call(
+            call_id=uuid.uuid4().hex,
+            entry=entry,
+            request_digest=digest({"model_id": model_id, "request": request_to_json(request)}),
+            worst=worst_case_cost(entry, len(content), request.max_tokens),
+        )
         self._record_registry()
         req_bucket, tok_bucket = self._limits(entry)
         token_estimate = len(content) / 4 + request.max_tokens
-        charged = Decimal(0)
-        attempt = 0
         while True:
-            attempt += 1
+            call.attempt += 1
             if req_bucket is not None:
                 await req_bucket.acquire(1)
             if tok_bucket is not None:
                 await tok_bucket.acquire(token_estimate)
-            now = utc_now()
-            with self.store.transaction() as db:
-                if attempt == 1:
-                    db.execute(
-                        "INSERT INTO model_calls (call_id, started_at, model_id, provider, api_model, simulated, status,"
-                        " attempts, request_digest, registry_digest, charged) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, '0')",
-                        (call_id, now, model_id, entry.provider, entry.api_model, int(entry.simulated),
-                         request_digest, self.registry.digest),
-                    )
-                reservation = try_reserve(db, call_id=call_id, model_id=model_id, amount=worst, now=now)
-                if isinstance(reservation, BudgetExceeded):
-                    db.execute(
-                        "UPDATE model_calls SET status = 'refused', error = ?, finished_at = ?, attempts = ?, charged = ?"
-                        " WHERE call_id = ?",
-                        (str(reservation), now, attempt - 1, str(plain(charged)), call_id),
-                    )
-            if isinstance(reservation, BudgetExceeded):
-                raise reservation
-            started = utc_now()
-            t0 = time.perf_counter()
-            failure: _Failure | None = None
-            reply: Reply | None = None
-            response_digest = ""
+            reservation = self._reserve(call)
+            started, t0 = utc_now(), time.perf_counter()
             try:
                 reply, response_digest = await self._attempt(entry, request, content, key)
             except _Failure as f:
-                f.reason = _redact(f.reason, key)
                 failure = f
-            except BaseException as exc:  # cancelled, or a bug: the request may have gone out, so charge it in full
-                reason = "cancelled" if isinstance(exc, asyncio.CancelledError) else f"internal error ({type(exc).__name__})"
-                self._finish(call_id, reservation, attempt, started, t0, worst, charged + worst, "error", reason, None)
+                failure.reason = _redact(f.reason, key)
+            except (
+                BaseException
+            ) as exc:  # cancelled, or a bug: the request may have gone out, so charge it all
+                kind = (
+                    "cancelled"
+                    if isinstance(exc, asyncio.CancelledError)
+                    else f"internal error ({type(exc).__name__})"
+                )
+                self._settle(call, reservation, started, t0, call.worst, outcome="error", error=kind)
                 raise
-            if reply is not None:
+            else:
                 cost = cost_of(reply.usage, entry.prices)
-                charged += cost
-                self._finish(call_id, reservation, attempt, started, t0, cost, charged, "ok", None, 200 if entry.sim is None else None,
-                             reply=reply, response_digest=response_digest)
+                self._settle(
+                    call, reservation, started, t0, cost, outcome="ok", reply=reply, digest=response_digest
+                )
                 if tok_bucket is not None:
-                    tok_bucket.refund(token_estimate - reply.usage.total_input_tokens - reply.usage.output_tokens)
-                log.debug("model %s call %s ok in %d attempt(s), cost $%s", model_id, call_id, attempt, cost)
+                    tok_bucket.refund(
+                        token_estimate - reply.usage.total_input_tokens - reply.usage.output_tokens
+                    )
+                log.debug(
+                    "model %s call %s ok after %d attempt(s), cost $%s",
+                    model_id,
+                    call.call_id,
+                    call.attempt,
+                    cost,
+                )
                 return Completion(
-                    call_id=call_id,
+                    call_id=call.call_id,
                     model_id=model_id,
                     reported_model=reply.reported_model,
                     text=reply.text,
@@ -305,60 +319,104 @@ class ModelClient:
                     usage=reply.usage,
                     cost=cost,
                     simulated=entry.simulated,
-                    attempts=attempt,
-                    request_digest=request_digest,
+                    attempts=call.attempt,
+                    request_digest=call.request_digest,
                     response_digest=response_digest,
                     registry_digest=self.registry.digest,
                 )
-            assert failure is not None
-            charge = worst if failure.billing_unknown else Decimal(0)
-            charged += charge
-            again = failure.retryable and attempt < self.retry.max_attempts
-            reason = failure.reason if not failure.retryable or attempt == 1 else f"{failure.reason}; gave up"
-            self._finish(call_id, reservation, attempt, started, t0, charge, charged, "retry" if again else "error",
-                         failure.reason if again else reason, failure.status_code, final=not again)
+            charge = call.worst if failure.billing_unknown else Decimal(0)
+            again = failure.retryable and call.attempt < self.retry.max_attempts
+            reason = failure.reason if again or not failure.retryable else f"{failure.reason}; gave up"
+            self._settle(
+                call, reservation, started, t0, charge,
+                outcome="retry" if again else "error", error=reason, status_code=failure.status_code,
+            )  # fmt: skip
             if not again:
-                raise ModelError(model_id, reason, attempts=attempt, status_code=failure.status_code, call_id=call_id)
-            delay = backoff_delay(attempt, self.retry, failure.retry_after, self._rng)
-            log.warning("model %s attempt %d failed (%s); retrying in %.3fs", model_id, attempt, failure.reason, delay)
+                raise ModelError(
+                    model_id,
+                    reason,
+                    attempts=call.attempt,
+                    status_code=failure.status_code,
+                    call_id=call.call_id,
+                )
+            delay = backoff_delay(call.attempt, self.retry, failure.retry_after, self._rng)
+            log.warning(
+                "model %s attempt %d failed (%s); retrying in %.3fs", model_id, call.attempt, reason, delay
+            )
             await self._sleep(delay)
 
-    def _finish(
+    def _reserve(self, call: _Call) -> str:
+        """One transaction: (first attempt) the pending call row, and the attempt's budget reservation."""
+        now = utc_now()
+        e = call.entry
+        with self.store.transaction() as db:
+            if call.attempt == 1:
+                db.execute(
+                    "INSERT INTO model_calls (call_id, started_at, model_id, provider, api_model, simulated, status,"
+                    " attempts, request_digest, registry_digest, charged)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, '0')",
+                    (call.call_id, now, e.id, e.provider, e.api_model, int(e.simulated),
+                     call.request_digest, self.registry.digest),
+                )  # fmt: skip
+            reservation = try_reserve(db, call_id=call.call_id, model_id=e.id, amount=call.worst, now=now)
+            if isinstance(reservation, BudgetExceeded):
+                db.execute(
+                    "UPDATE model_calls SET status = 'refused', error = ?, finished_at = ?, attempts = ?, charged = ?"
+                    " WHERE call_id = ?",
+                    (str(reservation), now, call.attempt - 1, str(plain(call.charged)), call.call_id),
+                )
+        if isinstance(reservation, BudgetExceeded):
+            raise reservation
+        return reservation
+
+    def _settle(
         self,
-        call_id: str,
+        call: _Call,
         reservation: str,
-        attempt: int,
         started: str,
         t0: float,
         charge: Decimal,
-        charged_total: Decimal,
-        outcome: str,
-        error: str | None,
-        status_code: int | None,
         *,
-        final: bool = True,
+        outcome: str,
+        error: str | None = None,
+        status_code: int | None = None,
         reply: Reply | None = None,
-        response_digest: str | None = None,
+        digest: str | None = None,
     ) -> None:
-        """One transaction: settle the attempt's reservation, record the attempt, and (if final) finish the call."""
+        """One transaction: settle the attempt's reservation, record the attempt, and finish the call unless it
+        will be retried."""
         elapsed_ms = (time.perf_counter() - t0) * 1000
         now = utc_now()
+        call.charged += charge
+        if reply is not None and status_code is None and not call.entry.simulated:
+            status_code = 200
         with self.store.transaction() as db:
-            settle(db, reservation, charge, note=outcome if outcome != "ok" else None, now=now)
+            settle(db, reservation, charge, note=None if outcome == "ok" else outcome, now=now)
             db.execute(
-                "INSERT INTO call_attempts (call_id, attempt, started_at, elapsed_ms, status_code, outcome, error, charged)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (call_id, attempt, started, elapsed_ms, status_code, "error" if outcome == "error" else outcome,
-                 error, str(plain(charge))),
+                "INSERT INTO call_attempts (call_id, attempt, started_at, elapsed_ms, status_code, outcome, error,"
+                " charged) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    call.call_id,
+                    call.attempt,
+                    started,
+                    elapsed_ms,
+                    status_code,
+                    outcome,
+                    error,
+                    str(plain(charge)),
+                ),
             )
-            if not final:
-                db.execute("UPDATE model_calls SET attempts = ?, charged = ? WHERE call_id = ?",
-                           (attempt, str(plain(charged_total)), call_id))
+            charged = str(plain(call.charged))
+            if outcome == "retry":
+                db.execute(
+                    "UPDATE model_calls SET attempts = ?, charged = ? WHERE call_id = ?",
+                    (call.attempt, charged, call.call_id),
+                )
             elif reply is None:
                 db.execute(
                     "UPDATE model_calls SET status = 'error', error = ?, attempts = ?, charged = ?, finished_at = ?"
                     " WHERE call_id = ?",
-                    (error, attempt, str(plain(charged_total)), now, call_id),
+                    (error, call.attempt, charged, now, call.call_id),
                 )
             else:
                 u = reply.usage
@@ -366,10 +424,39 @@ class ModelClient:
                     "UPDATE model_calls SET status = 'ok', reported_model = ?, attempts = ?, response_digest = ?,"
                     " input_tokens = ?, output_tokens = ?, cache_read_tokens = ?, cache_write_tokens = ?, cost = ?,"
                     " charged = ?, stop_reason = ?, finished_at = ? WHERE call_id = ?",
-                    (reply.reported_model, attempt, response_digest, u.input_tokens, u.output_tokens,
-                     u.cache_read_tokens, u.cache_write_tokens, str(charge), str(plain(charged_total)),
-                     reply.stop_reason, now, call_id),
-                )
+                    (reply.reported_model, call.attempt, digest, u.input_tokens, u.output_tokens,
+                     u.cache_read_tokens, u.cache_write_tokens, str(charge), charged, reply.stop_reason, now,
+                     call.call_id),
+                )  # fmt: skip
+
+
+@attrs.define
+class _Call:
+    """The mutable state of one call across its attempts (internal)."""
+
+    call_id: str
+    entry: ModelEntry
+    request_digest: str
+    worst: Decimal
+    attempt: int = 0
+    charged: Decimal = Decimal(0)
+
+
+def _wire_bytes(entry: ModelEntry, request: Request) -> bytes:
+    """The request body as sent (its length bounds the input tokens for the budget reservation)."""
+    if entry.sim is not None:
+        sc = request.sim_context
+        if sc is None or (sc.reference is None and sc.reference_json is None):
+            simulate(
+                entry, request
+            )  # raises the ModelError that explains the seam, before anything is recorded
+        return canonical_bytes(request_to_json(request, include_sim_context=False))
+    body = (
+        _anthropic.build_body(entry, request)
+        if entry.provider == "anthropic"
+        else _openai.build_body(entry, request)
+    )
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 async def complete(

@@ -22,7 +22,10 @@ def cost_of(usage: Usage, prices: Prices) -> Decimal:
     """
     c = _CONTEXT
     total = c.add(
-        c.add(c.multiply(Decimal(usage.input_tokens), prices.input), c.multiply(Decimal(usage.output_tokens), prices.output)),
+        c.add(
+            c.multiply(Decimal(usage.input_tokens), prices.input),
+            c.multiply(Decimal(usage.output_tokens), prices.output),
+        ),
         c.add(
             c.multiply(Decimal(usage.cache_read_tokens), prices.cache_read),
             c.multiply(Decimal(usage.cache_write_tokens), prices.cache_write),
@@ -32,7 +35,8 @@ def cost_of(usage: Usage, prices: Prices) -> Decimal:
 
 
 def plain(value: Decimal) -> Decimal:
-    """``value`` without trailing zeros and never in exponent form: ``Decimal("1.50")`` -> ``1.5``, ``10`` -> ``10``."""
+    """``value`` without trailing zeros and never in exponent form: ``Decimal("1.50")`` -> ``1.5``, ``10`` ->
+    ``10``."""
     if not value:
         return Decimal(0)
     v = value.normalize(_CONTEXT)
@@ -43,10 +47,14 @@ def plain(value: Decimal) -> Decimal:
 
 
 def worst_case_cost(entry: ModelEntry, request_bytes: int, max_tokens: int) -> Decimal:
-    """The most a call can cost: every request byte billed as an input token at the dearest input price, plus the
+    """The most a call can cost: every request byte billed as an input token at the dearest input price, plus
+    the
     entry's overhead tokens, plus ``max_tokens`` output tokens. (A token is never shorter than one byte of the
     UTF-8 request, so bytes bound tokens from above.)"""
     usage = Usage(input_tokens=0, output_tokens=max_tokens)
     c = _CONTEXT
-    worst_in = c.divide(c.multiply(Decimal(request_bytes + entry.reserve_overhead_tokens), entry.prices.max_input), PER_MILLION)
+    worst_in = c.divide(
+        c.multiply(Decimal(request_bytes + entry.reserve_overhead_tokens), entry.prices.max_input),
+        PER_MILLION,
+    )
     return plain(c.add(cost_of(usage, entry.prices), worst_in))

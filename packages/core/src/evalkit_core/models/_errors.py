@@ -1,4 +1,5 @@
-"""Errors of the model layer that a user can cause (a bad registry, a missing key, a spent budget, a failing call)."""
+"""Errors of the model layer that a user can cause (a bad registry, a missing key, a spent budget, a failing
+call)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ class MissingKeyError(EvalkitError):
         self.env_var = env_var
 
 
-class BudgetExceeded(EvalkitError):
+class BudgetExceeded(EvalkitError):  # noqa: N818 - the name the design uses
     """A call was refused because its worst-case cost would take spend plus reservations past the cap."""
 
-    def __init__(self, model_id: str, *, cap: Decimal, spent: Decimal, reserved: Decimal, needed: Decimal) -> None:
+    def __init__(
+        self, model_id: str, *, cap: Decimal, spent: Decimal, reserved: Decimal, needed: Decimal
+    ) -> None:
         super().__init__(
             f"model {model_id!r}: budget cap ${cap} would be crossed: spent ${spent} + reserved ${reserved} "
             f"+ this call's worst case ${needed} > ${cap}; raise it with `evalkit budget set`"
@@ -47,7 +50,13 @@ class ModelError(EvalkitError):
     """
 
     def __init__(
-        self, model_id: str, reason: str, *, attempts: int, status_code: int | None = None, call_id: str | None = None
+        self,
+        model_id: str,
+        reason: str,
+        *,
+        attempts: int,
+        status_code: int | None = None,
+        call_id: str | None = None,
     ) -> None:
         noun = "attempt" if attempts == 1 else "attempts"
         super().__init__(f"model {model_id!r}: {reason} (after {attempts} {noun})")

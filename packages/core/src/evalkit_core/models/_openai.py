@@ -50,7 +50,10 @@ def build_body(entry: ModelEntry, request: Request) -> dict[str, Any]:
         body["stop"] = list(request.stop)
     if request.tools:
         body["tools"] = [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+            }
             for t in request.tools
         ]
     if request.tool_choice is not None:
@@ -79,15 +82,23 @@ def parse_reply(data: Any, entry: ModelEntry) -> Reply:
     msg = cast("dict[str, Any]", c["message"])
     calls: list[ToolCall] = []
     for tc in cast("list[Any]", msg.get("tool_calls") or []):
-        fn = tc.get("function") if isinstance(tc, dict) else None
+        fn = cast("dict[str, Any]", tc).get("function") if isinstance(tc, dict) else None
         if not isinstance(fn, dict):
             raise ShapeError("tool call lacks a 'function' object")
         f = cast("dict[str, Any]", fn)
-        calls.append(ToolCall.parse(str(cast("dict[str, Any]", tc).get("id")), str(f.get("name")), str(f.get("arguments") or "")))
+        calls.append(
+            ToolCall.parse(
+                str(cast("dict[str, Any]", tc).get("id")), str(f.get("name")), str(f.get("arguments") or "")
+            )
+        )
     u = cast("dict[str, Any]", usage)
     prompt = count(u.get("prompt_tokens"), "prompt_tokens")
     details = u.get("prompt_tokens_details")
-    cached = count(cast("dict[str, Any]", details).get("cached_tokens"), "cached_tokens") if isinstance(details, dict) else 0
+    cached = (
+        count(cast("dict[str, Any]", details).get("cached_tokens"), "cached_tokens")
+        if isinstance(details, dict)
+        else 0
+    )
     if cached > prompt:
         raise ShapeError(f"cached_tokens {cached} exceeds prompt_tokens {prompt}")
     return Reply(

@@ -1,5 +1,6 @@
 """Client-side rate limits: a token bucket per model for requests and one for tokens (from the registry's
-``limits``). Buckets live in the ``ModelClient``, so they pace the calls of one process; the provider's own 429s
+``limits``). Buckets live in the ``ModelClient``, so they pace the calls of one process; the provider's own
+429s
 (handled by the retry loop) pace the rest."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ BURST_SECONDS = 10.0  # a bucket holds this many seconds' worth of its rate: bur
 
 
 class TokenBucket:
-    """A token bucket that lets its balance go negative: each ``acquire`` takes its units at once and sleeps off
+    """A token bucket that lets its balance go negative: each ``acquire`` takes its units at once and sleeps
+    off
     any debt. Waiters are therefore served in arrival order without a lock, and a big request cannot starve.
     """
 
@@ -41,7 +43,8 @@ class TokenBucket:
         self._at = now
 
     def take(self, units: float) -> float:
-        """Take ``units`` now (at most one bucketful) and return how long the caller must wait before going on."""
+        """Take ``units`` now (at most one bucketful) and return how long the caller must wait before going
+        on."""
         self._refill()
         self._tokens -= min(units, self.capacity)
         return 0.0 if self._tokens >= 0 else -self._tokens / self.rate

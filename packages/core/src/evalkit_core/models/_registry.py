@@ -120,7 +120,9 @@ def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _field(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str, expected: str) -> Any:
+def _field(
+    table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str, expected: str
+) -> Any:
     if key not in table:
         raise RegistryError(f"{where}: field {key!r} is missing; expected {expected}")
     value = table[key]
@@ -131,11 +133,13 @@ def _field(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], wh
 
 def _decimal(text: Any, where: str, key: str) -> Decimal:
     if not isinstance(text, str):
-        raise RegistryError(f"{where}: field {key!r} = {text!r}; expected a decimal string such as \"3.00\"")
+        raise RegistryError(f'{where}: field {key!r} = {text!r}; expected a decimal string such as "3.00"')
     try:
         value = Decimal(text)
     except InvalidOperation:
-        raise RegistryError(f"{where}: field {key!r} = {text!r}; expected a decimal string such as \"3.00\"") from None
+        raise RegistryError(
+            f'{where}: field {key!r} = {text!r}; expected a decimal string such as "3.00"'
+        ) from None
     if not value.is_finite() or value < 0:
         raise RegistryError(f"{where}: field {key!r} = {text!r}; expected a finite, non-negative decimal")
     return value
@@ -147,7 +151,9 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
     t = cast("dict[str, Any]", table)
     provider = _field(t, "provider", str, where, f"one of {', '.join(PROVIDERS)}")
     if provider not in PROVIDERS:
-        raise RegistryError(f"{where}: field 'provider' = {provider!r}; expected one of {', '.join(PROVIDERS)}")
+        raise RegistryError(
+            f"{where}: field 'provider' = {provider!r}; expected one of {', '.join(PROVIDERS)}"
+        )
     base_url = _field(t, "base_url", str, where, "an http(s) URL (empty for sim models)")
     if provider != "sim" and not base_url.startswith(("http://", "https://")):
         raise RegistryError(f"{where}: field 'base_url' = {base_url!r}; expected an http:// or https:// URL")
@@ -155,7 +161,9 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
     prices_t = _field(t, "prices", dict, where, "a table with input, output, cache_read, cache_write")
     for k in _PRICE_FIELDS:
         if k not in prices_t:
-            raise RegistryError(f"{where}.prices: field {k!r} is missing; expected a decimal string (USD per 1M tokens)")
+            raise RegistryError(
+                f"{where}.prices: field {k!r} is missing; expected a decimal string (USD per 1M tokens)"
+            )
     prices = Prices(*(_decimal(prices_t[k], f"{where}.prices", k) for k in _PRICE_FIELDS))
     limits = cast("dict[str, Any]", t.get("limits", {}))
     rpm = limits.get("requests_per_minute")
@@ -171,18 +179,22 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
             raise RegistryError(f"{where}.sim: field 'success_rate' = {rate}; expected a value in [0, 1]")
         latency = sim_t.get("latency_ms", 0)
         if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
-            raise RegistryError(f"{where}.sim: field 'latency_ms' = {latency!r}; expected a non-negative integer")
+            raise RegistryError(
+                f"{where}.sim: field 'latency_ms' = {latency!r}; expected a non-negative integer"
+            )
         sim = SimSpec(float(rate), latency)
     overhead = t.get("reserve_overhead_tokens", 0)
     if isinstance(overhead, bool) or not isinstance(overhead, int) or overhead < 0:
-        raise RegistryError(f"{where}: field 'reserve_overhead_tokens' = {overhead!r}; expected a non-negative integer")
+        raise RegistryError(
+            f"{where}: field 'reserve_overhead_tokens' = {overhead!r}; expected a non-negative integer"
+        )
     context = _field(t, "context_window", int, where, "a positive integer (tokens)")
     max_out = _field(t, "max_output", int, where, "a positive integer (tokens)")
     if context <= 0 or max_out <= 0:
         raise RegistryError(f"{where}: context_window and max_output must be positive integers")
     return ModelEntry(
         id=model_id,
-        provider=cast("Provider", provider),
+        provider=provider,
         api_model=_field(t, "api_model", str, where, "the provider's model name (a string)"),
         base_url=base_url.rstrip("/"),
         api_key_env=key_env or None,
@@ -199,7 +211,8 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
 def load_registry(
     paths: Sequence[str | Path] = (), *, env: Mapping[str, str] | None = None, shipped: bool = True
 ) -> Registry:
-    """The shipped registry, then the files in ``$EVALKIT_REGISTRY`` (os.pathsep-separated), then ``paths``."""
+    """The shipped registry, then the files in ``$EVALKIT_REGISTRY`` (os.pathsep-separated), then
+    ``paths``."""
     environ = os.environ if env is None else env
     layers: list[tuple[str, dict[str, Any]]] = []
     if shipped:
@@ -222,7 +235,9 @@ def load_registry(
             raise RegistryError(f"{source}: [models] must be a table of model tables")
         for key in data:
             if key not in ("models", "registry"):
-                raise RegistryError(f"{source}: unknown top-level table {key!r}; expected [registry] or [models.\"id\"]")
+                raise RegistryError(
+                    f'{source}: unknown top-level table {key!r}; expected [registry] or [models."id"]'
+                )
         merged = _merge(merged, data)
     models_t = cast("dict[str, Any]", merged.get("models", {}))
     entries: dict[str, ModelEntry] = {}
@@ -234,7 +249,9 @@ def load_registry(
     try:
         reg_digest = digest(merged)
     except ValueError as exc:  # e.g. a TOML date or time value, which is not JSON
-        raise RegistryError(f"registry ({', '.join(s for s, _ in layers)}): {exc}; write dates as strings") from None
+        raise RegistryError(
+            f"registry ({', '.join(s for s, _ in layers)}): {exc}; write dates as strings"
+        ) from None
     return Registry(
         models=entries,
         digest=reg_digest,

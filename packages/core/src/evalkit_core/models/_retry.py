@@ -1,4 +1,5 @@
-"""Which failures are retried, and how long to wait: exponential backoff with jitter, ``Retry-After`` honoured."""
+"""Which failures are retried, and how long to wait: exponential backoff with jitter, ``Retry-After``
+honoured."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def is_retryable_status(status: int) -> bool:
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds the server asked us to wait: ``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP date."""
+    """Seconds the server asked us to wait: ``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP
+    date."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
@@ -55,7 +57,8 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
 
 
 def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None, rng: random.Random) -> float:
-    """Delay before attempt ``attempt + 1``. With ``Retry-After``: exactly that (capped at ``max_retry_after``).
+    """Delay before attempt ``attempt + 1``. With ``Retry-After``: exactly that (capped at
+    ``max_retry_after``).
     Otherwise "equal jitter": uniform in [d/2, d] with d = min(max_delay, base_delay * 2**(attempt-1))."""
     if retry_after is not None:
         return min(retry_after, policy.max_retry_after)

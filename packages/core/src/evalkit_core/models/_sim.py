@@ -1,19 +1,27 @@
 """Simulated models (``provider = "sim"``): offline stand-ins with a declared success rate and price.
 
-The seam. Core must not import the ``evalkit`` package (tasks live there), so a sim model cannot look a task up.
+The seam. Core must not import the ``evalkit`` package (tasks live there), so a sim model cannot look a task
+up.
 Instead the caller puts what it needs on the request: ``Request.sim_context`` carries the task's reference
 solution (``reference`` text, or ``reference_json`` for structured tasks), optional hand-written wrong answers
-(``mutants``) and a ``sample`` index. Only this module reads it; the Anthropic and OpenAI wire formats never put it
+(``mutants``) and a ``sample`` index. Only this module reads it; the Anthropic and OpenAI wire formats never
+put it
 in a request body. An evalkit-layer solver builds the context from its task and calls
 ``ModelClient.complete(model_id, request)`` exactly as it would for a real model.
 
 The answer is chosen deterministically from the digest of the request (sim_context included, model id not):
-a draw ``u`` in [0, 1) from that digest; the model answers with the reference when ``u < success_rate``, else with
-a plausible mutant picked by a second draw. The draw is shared across sim models, so a stronger sim solves every
-request a weaker one solves, as if ``u`` were the difficulty of that (task, sample). Generic mutators: off-by-one
-on an integer literal, a flipped comparison operator, a dropped ``if`` branch that guards an edge case (one that
-returns, raises, breaks or continues); for JSON: a dropped key, a perturbed value, a dropped list item. Token counts
-come from the text (about four characters a token); usage and cost then take the same cost, budget and store path
+a draw ``u`` in [0, 1) from that digest; the model answers with the reference when ``u < success_rate``, else
+with
+a plausible mutant picked by a second draw. The draw is shared across sim models, so a stronger sim solves
+every
+request a weaker one solves, as if ``u`` were the difficulty of that (task, sample). Generic mutators:
+off-by-one
+on an integer literal, a flipped comparison operator, a dropped ``if`` branch that guards an edge case (one
+that
+returns, raises, breaks or continues); for JSON: a dropped key, a perturbed value, a dropped list item. Token
+counts
+come from the text (about four characters a token); usage and cost then take the same cost, budget and store
+path
 as a real call.
 """
 
@@ -127,7 +135,8 @@ def _perturb(v: Any) -> Any:
 
 
 def json_mutants(value: JsonValue) -> list[tuple[str, JsonValue]]:
-    """Mutants of a JSON value: each object key dropped, each scalar perturbed, each list's last item dropped."""
+    """Mutants of a JSON value: each object key dropped, each scalar perturbed, each list's last item
+    dropped."""
     out: list[tuple[str, JsonValue]] = []
 
     def walk(v: Any, rebuild: Callable[[Any], Any]) -> None:
@@ -211,5 +220,3 @@ def simulate(entry: ModelEntry, request: Request) -> Reply:
         reported_model=f"{entry.id} (simulated)",
         raw=raw,
     )
-
-

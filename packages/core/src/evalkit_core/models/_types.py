@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import attrs
 
@@ -31,14 +31,15 @@ __all__ = [
     "request_to_json",
 ]
 
-JsonValue: TypeAlias = "None | bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue]"
+JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
 Role = Literal["user", "assistant", "tool"]
 _ROLES = ("user", "assistant", "tool")
 
 
 @attrs.frozen
 class ToolCall:
-    """A call the model asked for. ``arguments`` is None when the model's argument text is not a JSON object."""
+    """A call the model asked for. ``arguments`` is None when the model's argument text is not a JSON
+    object."""
 
     id: str
     name: str
@@ -51,11 +52,13 @@ class ToolCall:
 
     @classmethod
     def parse(cls, id: str, name: str, raw: str) -> ToolCall:  # noqa: A002
+        value: Any
         try:
             value = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError:
             value = None
-        return cls(id=id, name=name, arguments=value if isinstance(value, dict) else None, raw_arguments=raw)
+        args = cast("dict[str, JsonValue]", value) if isinstance(value, dict) else None
+        return cls(id=id, name=name, arguments=args, raw_arguments=raw)
 
 
 @attrs.frozen
@@ -69,7 +72,8 @@ class ToolSpec:
 
 @attrs.frozen
 class Message:
-    """One turn. ``user``/``assistant`` carry text (an assistant turn may also carry tool calls); a ``tool`` turn
+    """One turn. ``user``/``assistant`` carry text (an assistant turn may also carry tool calls); a ``tool``
+    turn
     carries the result text of the call named by ``tool_call_id``."""
 
     role: Role
@@ -81,14 +85,17 @@ class Message:
         if self.role not in _ROLES:
             raise ConfigError(f"message role: expected one of {', '.join(_ROLES)}, got {self.role!r}")
         if self.role == "tool" and not self.tool_call_id:
-            raise ConfigError("message of role 'tool': tool_call_id is required (the id of the call it answers)")
+            raise ConfigError(
+                "message of role 'tool': tool_call_id is required (the id of the call it answers)"
+            )
         if self.tool_calls and self.role != "assistant":
             raise ConfigError(f"message of role {self.role!r}: only assistant messages carry tool_calls")
 
 
 @attrs.frozen
 class SimContext:
-    """What a simulated model needs to answer: the task's reference solution (text, or a JSON value for structured
+    """What a simulated model needs to answer: the task's reference solution (text, or a JSON value for
+    structured
     tasks), optional hand-written wrong answers, and a sample index so K rollouts of one task differ.
 
     Only ``sim/*`` providers read it; real providers ignore it and never send it anywhere.
@@ -148,7 +155,8 @@ class Usage:
 
 @attrs.frozen
 class Completion:
-    """A finished call: the answer, what it cost, and the digests that bind it in the store and in receipts."""
+    """A finished call: the answer, what it cost, and the digests that bind it in the store and in
+    receipts."""
 
     call_id: str
     model_id: str
@@ -225,14 +233,20 @@ def _req(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where
 def request_from_json(data: Mapping[str, Any]) -> Request:
     """Inverse of :func:`request_to_json`; raises ``ConfigError`` naming the field on malformed input."""
     msgs: list[Message] = []
-    for i, raw in enumerate(_req(data, "messages", list, "request")):
+    for i, item in enumerate(_req(data, "messages", list, "request")):
         where = f"request messages[{i}]"
-        if not isinstance(raw, dict):
+        if not isinstance(item, dict):
             raise ConfigError(f"{where}: expected an object")
+        raw = cast("dict[str, Any]", item)
         calls = tuple(
-            ToolCall.parse(str(c["id"]), str(c["name"]), str(c["raw_arguments"])) for c in raw.get("tool_calls", [])
+            ToolCall.parse(str(c["id"]), str(c["name"]), str(c["raw_arguments"]))
+            for c in cast("list[dict[str, Any]]", raw.get("tool_calls", []))
         )
-        msgs.append(Message(_req(raw, "role", str, where), _req(raw, "text", str, where), calls, raw.get("tool_call_id")))
+        msgs.append(
+            Message(
+                _req(raw, "role", str, where), _req(raw, "text", str, where), calls, raw.get("tool_call_id")
+            )
+        )
     sim = data.get("sim_context")
     return Request(
         messages=tuple(msgs),
@@ -244,7 +258,12 @@ def request_from_json(data: Mapping[str, Any]) -> Request:
         tool_choice=data.get("tool_choice"),
         sim_context=None
         if sim is None
-        else SimContext(sim.get("reference"), sim.get("reference_json"), tuple(sim.get("mutants", ())), sim.get("sample", 0)),
+        else SimContext(
+            sim.get("reference"),
+            sim.get("reference_json"),
+            tuple(sim.get("mutants", ())),
+            sim.get("sample", 0),
+        ),
     )
 
 
@@ -273,7 +292,9 @@ def completion_from_json(data: Mapping[str, Any]) -> Completion:
         model_id=_req(data, "model_id", str, "completion"),
         reported_model=_req(data, "reported_model", str, "completion"),
         text=_req(data, "text", str, "completion"),
-        tool_calls=tuple(ToolCall.parse(t["id"], t["name"], t["raw_arguments"]) for t in data.get("tool_calls", [])),
+        tool_calls=tuple(
+            ToolCall.parse(t["id"], t["name"], t["raw_arguments"]) for t in data.get("tool_calls", [])
+        ),
         stop_reason=data.get("stop_reason"),
         usage=Usage(**{k: int(v) for k, v in u.items()}),
         cost=Decimal(_req(data, "cost", str, "completion")),

@@ -129,5 +129,7 @@ _V1 = (
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "model calls, attempts, budget and ledger, registries; campaign/rollout/counterexample tables", _V1),
+    Migration(
+        1, "model calls, attempts, budget and ledger, registries; campaign/rollout/counterexample tables", _V1
+    ),
 )

@@ -2,7 +2,8 @@
 working directory), with versioned migrations.
 
 Every write happens in ``with store.transaction() as db:``, which takes SQLite's write lock up front
-(``BEGIN IMMEDIATE``), so a read-check-write inside it is atomic across threads *and* processes sharing the file.
+(``BEGIN IMMEDIATE``), so a read-check-write inside it is atomic across threads *and* processes sharing the
+file.
 A transaction commits whole or not at all; a crash mid-write loses nothing already committed (WAL with
 ``synchronous=NORMAL`` survives a process crash; pass ``durable=True`` for ``FULL``, which also survives power
 loss at the price of an fsync per commit).
@@ -15,13 +16,14 @@ import datetime as dt
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
+from typing import Self
 
 from evalkit_core._errors import EvalkitError
 from evalkit_core.store._migrations import MIGRATIONS
 
-__all__ = ["HOME_ENV", "STORE_FILE", "SCHEMA_VERSION", "Store", "StoreError", "evalkit_home", "utc_now"]
+__all__ = ["HOME_ENV", "SCHEMA_VERSION", "STORE_FILE", "Store", "StoreError", "evalkit_home", "utc_now"]
 
 HOME_ENV = "EVALKIT_HOME"
 STORE_FILE = "evalkit.sqlite3"
@@ -50,7 +52,9 @@ class Store:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the store ({exc})") from None
         self._lock = threading.RLock()
@@ -97,8 +101,9 @@ class Store:
             return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction holding SQLite's write lock from the start; commits on success, rolls back on error."""
+    def transaction(self) -> Generator[sqlite3.Connection]:
+        """A write transaction holding SQLite's write lock from the start; commits on success, rolls back on
+        error."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -109,7 +114,7 @@ class Store:
             self._db.execute("COMMIT")
 
     @contextlib.contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
+    def snapshot(self) -> Generator[sqlite3.Connection]:
         """A read transaction: every query inside sees one consistent state."""
         with self._lock:
             self._db.execute("BEGIN DEFERRED")
@@ -122,7 +127,7 @@ class Store:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,14 +1,22 @@
 """The point-in-time harness: run configuration, toolbox, agents, network guard, probe, scoring, receipts."""
 
-from evalkit.pit._agents import Agent, AgentReply, AgentSpecError, from_callable, from_tool_loop, resolve_agent, stub_agent
+from evalkit.pit._agents import (
+    Agent,
+    AgentReply,
+    AgentSpecError,
+    from_callable,
+    from_tool_loop,
+    resolve_agent,
+    stub_agent,
+)
 from evalkit.pit._config import RunConfig, load_config
+from evalkit.pit._export import EXPORT_FORMATS, export_samples, session_samples
 from evalkit.pit._guard import EgressAttempt, NetworkBlocked, NetworkBlockedError, NetworkGuard, network_guard
 from evalkit.pit._prices import Prices, PricesError, load_prices
 from evalkit.pit._probe import choose_items, score_answer
 from evalkit.pit._runner import RECEIPT_VERSION, RunResult, run
 from evalkit.pit._toolbox import TOOL_NAMES, CellView, Toolbox, tool_specs
 from evalkit.pit._verify import Check, verify_pit_receipt
-from evalkit.pit._export import EXPORT_FORMATS, export_samples, session_samples
 
 __all__ = [
     "EXPORT_FORMATS",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import attrs
 
@@ -40,7 +40,8 @@ class AgentReply:
 
 
 class Agent(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def __call__(self, prompt: str, tools: Toolbox) -> AgentReply: ...
 
@@ -62,7 +63,7 @@ def _coerce(value: object, who: str) -> AgentReply:
     if isinstance(value, str):
         return AgentReply(text=value)
     if isinstance(value, list | tuple):
-        items: Sequence[object] = value  # pyright: ignore[reportUnknownVariableType]
+        items = cast("Sequence[object]", value)
         return AgentReply(picks=tuple(str(x) for x in items))
     raise TypeError(f"agent {who} returned {type(value).__name__}; expected a list of row_keys or a string")
 
@@ -126,18 +127,13 @@ def from_tool_loop(
             for tc in calls:
                 fn: Mapping[str, Any] = tc.get("function", {})
                 tool_name = str(fn.get("name", ""))
-                raw_args = fn.get("arguments") or "{}"
-                try:
-                    args = json.loads(raw_args) if isinstance(raw_args, str) else dict(raw_args)
-                except json.JSONDecodeError as exc:
-                    args = None
-                    result: dict[str, Any] = {"status": "error", "error": f"arguments are not JSON: {exc.msg}"}
-                if args is not None and not isinstance(args, dict):
-                    args, result = None, {"status": "error", "error": "arguments must be a JSON object"}
-                if args is not None:
-                    if tool_name == "submit":
-                        keys = args.get("row_keys") or []
-                        return AgentReply(picks=tuple(str(k) for k in keys), text=str(reply.get("content") or "") or None)
+                args, problem = _parse_arguments(fn.get("arguments"))
+                if args is None:
+                    result: dict[str, Any] = {"status": "error", "error": problem}
+                elif tool_name == "submit":
+                    keys = cast("list[object]", args.get("row_keys") or [])
+                    return AgentReply(picks=tuple(str(k) for k in keys), text=str(reply.get("content") or "") or None)
+                else:
                     result = tools.call(tool_name, args)
                 messages.append(
                     {"role": "tool", "tool_call_id": str(tc.get("id", "")), "content": json.dumps(result, sort_keys=True)}
@@ -145,6 +141,20 @@ def from_tool_loop(
         return AgentReply(text=f"tool loop ended after {max_turns} turns without submit")
 
     return _FunctionAgent(who, call)
+
+
+def _parse_arguments(raw: object) -> tuple[dict[str, Any] | None, str]:
+    """Tool-call arguments arrive as a JSON string (OpenAI) or an object; return (args, problem)."""
+    if raw is None or raw == "":
+        return {}, ""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return None, f"arguments are not JSON: {exc.msg}"
+    if not isinstance(raw, dict):
+        return None, "arguments must be a JSON object"
+    return cast("dict[str, Any]", raw), ""
 
 
 def _stub(prompt: str, tools: Toolbox) -> AgentReply:  # noqa: ARG001 - the stub ignores its prompt

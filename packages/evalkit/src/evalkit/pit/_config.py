@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -80,6 +80,8 @@ class RunConfig:
             raise ConfigError(f"hold_sessions: expected a positive integer, got {self.hold_sessions!r}")
         if not isinstance(self.probe_items, int) or isinstance(self.probe_items, bool) or self.probe_items < 0:  # pyright: ignore[reportUnnecessaryComparison]
             raise ConfigError(f"probe_items: expected a non-negative integer, got {self.probe_items!r}")
+        if not isinstance(self.agent, str) or not self.agent.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigError(f"agent: expected 'stub' or 'module:function', got {self.agent!r}")
         if self.network_policy not in NETWORK_POLICIES:
             raise ConfigError(f"network_policy: expected abort or continue, got {self.network_policy!r}")
         for field in ("start", "end", "training_cutoff", "prices_pulled_at"):
@@ -139,4 +141,4 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"{p}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a JSON object of RunConfig fields")
-    return RunConfig.from_json(data, source=str(p))
+    return RunConfig.from_json(cast("dict[str, Any]", data), source=str(p))

@@ -19,7 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.pit._toolbox import CellView
-from evalkit_core import ARMS, Clock, ConfigError, Release, atomic_open, canonical_bytes, nyse, parse_clock, shift_date
+from evalkit_core import (
+    ARMS,
+    Clock,
+    ConfigError,
+    Release,
+    atomic_open,
+    canonical_bytes,
+    nyse,
+    parse_clock,
+    shift_date,
+)
 
 __all__ = ["EXPORT_FORMATS", "export_samples", "session_samples"]
 

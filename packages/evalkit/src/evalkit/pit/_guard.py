@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -43,7 +43,8 @@ _HARNESS_DIRS = tuple(
 )
 
 
-class NetworkBlocked(BaseException):  # noqa: N818 - it is a signal, not an error an agent should handle
+class NetworkBlocked(BaseException):
+    # A signal, not an error an agent should handle: hence BaseException and no Error suffix.
     """Raised under policy ``abort``. A BaseException so that ``except Exception`` cannot swallow it."""
 
 
@@ -62,7 +63,7 @@ class EgressAttempt:
 
 
 def _call_site() -> str | None:
-    frame = sys._getframe(2)
+    frame = sys._getframe(2)  # pyright: ignore[reportPrivateUsage] - the documented way to walk the stack cheaply
     while frame is not None:
         filename = str(Path(frame.f_code.co_filename).resolve()) if not frame.f_code.co_filename.startswith("<") else frame.f_code.co_filename
         if not filename.startswith(_HARNESS_DIRS) and "site-packages" not in filename:
@@ -79,8 +80,9 @@ def _display_path(filename: str) -> str:
 
 
 def _target(address: Any) -> str | None:
-    if isinstance(address, tuple) and len(address) >= 2:  # pyright: ignore[reportUnknownArgumentType]
-        return f"{address[0]}:{address[1]}"
+    if isinstance(address, tuple):
+        parts = cast("tuple[object, ...]", address)
+        return f"{parts[0]}:{parts[1]}" if len(parts) >= 2 else str(parts)
     if address is None:
         return None
     return str(address)
@@ -148,7 +150,7 @@ class NetworkGuard:
                 raise guard._block("connect", _target(address))
             return orig_connect_ex(sock, address)
 
-        def guarded_create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        def guarded_create_connection(address: Any, *_args: Any, **_kwargs: Any) -> socket.socket:
             raise guard._block("create_connection", _target(address))
 
         def resolver(kind: str) -> Callable[..., Any]:
@@ -158,10 +160,10 @@ class NetworkGuard:
 
             return blocked
 
-        def guarded_wrap_socket(ctx: ssl.SSLContext, sock: Any, *args: Any, **kwargs: Any) -> Any:
+        def guarded_wrap_socket(_ctx: ssl.SSLContext, _sock: Any, *_args: Any, **kwargs: Any) -> Any:
             raise guard._block("tls_wrap", kwargs.get("server_hostname"))
 
-        def guarded_wrap_bio(ctx: ssl.SSLContext, *args: Any, **kwargs: Any) -> Any:
+        def guarded_wrap_bio(_ctx: ssl.SSLContext, *_args: Any, **kwargs: Any) -> Any:
             raise guard._block("tls_wrap", kwargs.get("server_hostname"))
 
         self._patch(socket.socket, "__init__", guarded_init)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -81,8 +81,8 @@ class CellView:
                 out[key] = v.isoformat()
             else:
                 out[key] = v
-        known: dt.datetime = raw["known_at"]
-        entry: Session = self.calendar.all[raw["entry_index"]]
+        known = cast("dt.datetime", raw["known_at"])
+        entry: Session = self.calendar.all[cast("int", raw["entry_index"])]
         out["known_at"] = format_instant(shift_instant(known) if self._shifted else known)
         out["entry_session"] = (shift_date(entry.date) if self._shifted else entry.date).isoformat()
         self._rendered[i] = out

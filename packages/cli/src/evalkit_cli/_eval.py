@@ -1,0 +1,63 @@
+"""``evalkit eval``: grade a solver over a task bank; write per-rollout results and a receipt."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+__all__ = ["eval_command"]
+
+
+def _rate(value: object) -> str:
+    return "n/a" if not isinstance(value, int | float) else f"{value:.1%}"
+
+
+def eval_command(
+    tasks: Path = typer.Option(..., "--tasks", help="Task bank directory."),
+    solver: str = typer.Option(..., "--solver", help="reference, or replay:FILE.jsonl (lines of task_id and completion)."),
+    k: int | None = typer.Option(None, "--k", help="Samples per task (reference: repeat; replay: keep the first K)."),
+    out: Path | None = typer.Option(None, "--out", help="Write one JSON line per rollout here."),
+    receipt: Path | None = typer.Option(None, "--receipt", help="Write a receipt binding tasks, settings and results."),
+    workers: int | None = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""
+    from evalkit import run_eval
+
+    progress = None
+    if sys.stderr.isatty() and not as_json:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        task_id = bar.add_task("grading", total=None)
+        bar.start()
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task_id, completed=done, total=total)
+
+        try:
+            report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers, progress=progress)
+        finally:
+            bar.stop()
+    else:
+        report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers)
+    s = report.summary
+    if as_json:
+        payload = {
+            "summary": s,
+            "bank_digest": report.bank_digest,
+            "settings_digest": report.settings.digest,
+            "results": str(report.results_path) if report.results_path else None,
+            "receipt": str(report.receipt_path) if report.receipt_path else None,
+        }
+        typer.echo(json.dumps(payload, ensure_ascii=False))
+        return
+    typer.echo(f"tasks {s['tasks']}  rollouts {s['rollouts']}  scored {s['scored']}  infra errors {s['infra_errors']}")
+    typer.echo(f"public pass rate {_rate(s['public_pass_rate'])}  hidden pass rate {_rate(s['hidden_pass_rate'])}  gap {_rate(s['gap'])}")
+    if report.results_path:
+        typer.echo(f"results {report.results_path}")
+    if report.receipt_path:
+        typer.echo(f"receipt {report.receipt_path}")

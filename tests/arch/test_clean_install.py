@@ -1,0 +1,68 @@
+"""Each member installs alone (with only what it declares) and its public API imports.
+
+The shared workspace venv hides missing dependencies: a member can import what only a sibling declared. For each
+member this test makes a fresh environment holding that member and its declared dependency closure only, built as
+real wheels (``--no-editable``) from the lockfile with ``--offline`` (uv's cache, no network), then imports every
+name in the package's ``__all__``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UV = shutil.which("uv")
+
+MEMBERS = {  # import name -> distribution
+    "evalkit_core": "evalkit-core",
+    "evalkit": "evalkit",
+    "pit_harness": "evalkit",
+    "evalkit_router": "evalkit-router",
+    "evalkit_training": "evalkit-training",
+    "evalkit_cli": "evalkit-cli",
+}
+WORKSPACE = ("evalkit-core", "evalkit", "evalkit-router", "evalkit-training", "evalkit-cli")
+# What each distribution must NOT be able to import when installed alone (it would mean an undeclared dependency
+# could be hiding behind the shared venv).
+FORBIDDEN = {
+    "evalkit-core": ["evalkit", "typer", "jsonschema"],
+    "evalkit": ["evalkit_router", "evalkit_training", "evalkit_cli", "typer"],
+    "evalkit-router": ["evalkit_training", "evalkit_cli", "typer"],
+    "evalkit-training": ["evalkit_router", "evalkit_cli", "typer"],
+    "evalkit-cli": [],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", sorted(MEMBERS))
+def test_member_installs_alone(module: str, tmp_path: Path) -> None:
+    if UV is None:
+        pytest.skip("uv is not on PATH")
+    dist = MEMBERS[module]
+    venv = tmp_path / "venv"
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv)}
+    proc = subprocess.run(
+        [
+            UV, "sync", "--frozen", "--offline", "--no-editable", "--no-default-groups", "--package", dist, "-q",
+            # uv caches wheels built from local paths by version; rebuild the members from the current sources.
+            *(arg for member in WORKSPACE for arg in ("--reinstall-package", member)),
+        ],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    code = (
+        "import importlib.util, sys\n"
+        f"import {module} as m\n"
+        "missing = [n for n in m.__all__ if not hasattr(m, n)]\n"
+        "assert not missing, missing\n"
+        "assert 'site-packages' in (m.__file__ or ''), m.__file__\n"
+        f"leaks = [x for x in {FORBIDDEN[dist]!r} if importlib.util.find_spec(x) is not None]\n"
+        "assert not leaks, leaks\n"
+    )
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
