@@ -41,10 +41,12 @@ def test_window_has_104_sessions() -> None:
     assert len(WINDOW) == 104
     assert WINDOW[0].date == D(2022, 11, 1)
     assert WINDOW[-1].date == D(2023, 3, 31)
-    assert WINDOW_DATES == sorted(set(WINDOW_DATES))
+    assert sorted(set(WINDOW_DATES)) == WINDOW_DATES
 
 
-@pytest.mark.parametrize("closed", [D(2022, 11, 24), D(2022, 12, 26), D(2023, 1, 2), D(2023, 1, 16), D(2023, 2, 20)])
+@pytest.mark.parametrize(
+    "closed", [D(2022, 11, 24), D(2022, 12, 26), D(2023, 1, 2), D(2023, 1, 16), D(2023, 2, 20)]
+)
 def test_closed_days(closed: dt.date) -> None:
     assert closed.weekday() < 5
     assert closed not in WINDOW_DATES
@@ -55,7 +57,11 @@ def test_closed_weekdays_in_window_are_exactly_the_holidays() -> None:
     weekdays = [D(2022, 11, 1) + dt.timedelta(days=i) for i in range(151)]
     weekdays = [d for d in weekdays if d.weekday() < 5]
     assert sorted(set(weekdays) - set(WINDOW_DATES)) == [
-        D(2022, 11, 24), D(2022, 12, 26), D(2023, 1, 2), D(2023, 1, 16), D(2023, 2, 20)
+        D(2022, 11, 24),
+        D(2022, 12, 26),
+        D(2023, 1, 2),
+        D(2023, 1, 16),
+        D(2023, 2, 20),
     ]
 
 
@@ -98,7 +104,15 @@ def test_every_bell_is_0930_new_york() -> None:
 
 @pytest.mark.parametrize(
     "closed",
-    [D(2001, 9, 11), D(2001, 9, 14), D(2012, 10, 29), D(2012, 10, 30), D(2018, 12, 5), D(2023, 4, 7), D(2022, 6, 20)],
+    [
+        D(2001, 9, 11),
+        D(2001, 9, 14),
+        D(2012, 10, 29),
+        D(2012, 10, 30),
+        D(2018, 12, 5),
+        D(2023, 4, 7),
+        D(2022, 6, 20),
+    ],
 )
 def test_unscheduled_and_other_closures(closed: dt.date) -> None:
     assert nyse().session_on(closed) is None
@@ -184,7 +198,7 @@ def test_out_of_span_is_a_config_error(call) -> None:
 
 
 def test_span_boundaries() -> None:
-    assert CALENDAR_SPAN == (D(1993, 1, 1), D(2049, 12, 31))
+    assert (D(1993, 1, 1), D(2049, 12, 31)) == CALENDAR_SPAN
     assert next_session_after(Z("1993-01-01T00:00:00")).date == D(1993, 1, 4)
     assert nyse().all[-1].date == D(2049, 12, 31)
 
@@ -247,12 +261,30 @@ def test_sec_business_days_vs_trading_days(day: dt.date, sec_business: bool, tra
 
 def test_federal_holidays_2021_and_2022_exactly() -> None:
     assert sorted(us_federal_holidays(2021)) == [
-        D(2021, 1, 1), D(2021, 1, 18), D(2021, 2, 15), D(2021, 5, 31), D(2021, 6, 18), D(2021, 7, 5),
-        D(2021, 9, 6), D(2021, 10, 11), D(2021, 11, 11), D(2021, 11, 25), D(2021, 12, 24), D(2021, 12, 31),
+        D(2021, 1, 1),
+        D(2021, 1, 18),
+        D(2021, 2, 15),
+        D(2021, 5, 31),
+        D(2021, 6, 18),
+        D(2021, 7, 5),
+        D(2021, 9, 6),
+        D(2021, 10, 11),
+        D(2021, 11, 11),
+        D(2021, 11, 25),
+        D(2021, 12, 24),
+        D(2021, 12, 31),
     ]
     assert sorted(us_federal_holidays(2022)) == [
-        D(2022, 1, 17), D(2022, 2, 21), D(2022, 5, 30), D(2022, 6, 20), D(2022, 7, 4),
-        D(2022, 9, 5), D(2022, 10, 10), D(2022, 11, 11), D(2022, 11, 24), D(2022, 12, 26),
+        D(2022, 1, 17),
+        D(2022, 2, 21),
+        D(2022, 5, 30),
+        D(2022, 6, 20),
+        D(2022, 7, 4),
+        D(2022, 9, 5),
+        D(2022, 10, 10),
+        D(2022, 11, 11),
+        D(2022, 11, 24),
+        D(2022, 12, 26),
     ]
 
 

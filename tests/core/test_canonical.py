@@ -140,10 +140,10 @@ PINS = [
     (-(2**53) + 1, b"-9007199254740991"),
     (9007199254740991.0, b"9007199254740991"),
     ("", b'""'),
-    ("a\"b\\c/d", b'"a\\"b\\\\c/d"'),
+    ('a"b\\c/d', b'"a\\"b\\\\c/d"'),
     ("\b\f\n\r\t", b'"\\b\\f\\n\\r\\t"'),
     ("\x00\x01\x1f", b'"\\u0000\\u0001\\u001f"'),
-    ("\x7f\u2028\u2029", "\"\x7f\u2028\u2029\"".encode()),
+    ("\x7f\u2028\u2029", '"\x7f\u2028\u2029"'.encode()),
     ("caf\u00e9 \U0001f600", '"caf\u00e9 \U0001f600"'.encode()),
     ([], b"[]"),
     ({}, b"{}"),
@@ -175,10 +175,13 @@ def test_pinned_outputs(value: object, expected: bytes) -> None:
 
 def test_rfc_sample_after_normalisation() -> None:
     sample = {**RFC_SAMPLE, "numbers": [333333333.33333329, 4.50, 2e-3, 0.000000000000000000000000001]}
-    assert canonical_bytes(sample) == (
-        '{"literals":[null,true,false],"numbers":[333333333.333333,4.5,0.002,0],'
-        '"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}'
-    ).encode()
+    assert (
+        canonical_bytes(sample)
+        == (
+            '{"literals":[null,true,false],"numbers":[333333333.333333,4.5,0.002,0],'
+            '"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}'
+        ).encode()
+    )
 
 
 def test_rfc_sorting_example() -> None:
@@ -186,7 +189,11 @@ def test_rfc_sorting_example() -> None:
 
 
 def test_normalize_rounds_and_converts() -> None:
-    assert normalize({"a": 1.0000004, "b": -0.0, "c": [2.0, 0.1234564999]}) == {"a": 1, "b": 0, "c": [2, 0.123456]}
+    assert normalize({"a": 1.0000004, "b": -0.0, "c": [2.0, 0.1234564999]}) == {
+        "a": 1,
+        "b": 0,
+        "c": [2, 0.123456],
+    }
     assert type(normalize(2.0)) is int
     assert type(normalize(-0.0)) is int
     assert normalize((1, [2])) == [1, [2]]

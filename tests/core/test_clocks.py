@@ -31,7 +31,9 @@ def Z(s: str) -> dt.datetime:
     return dt.datetime.fromisoformat(s).replace(tzinfo=UTC)
 
 
-def row(partition: str, published: str | None = None, accepted: str | None = None, disseminated: str | None = None) -> dict[str, Any]:
+def row(
+    partition: str, published: str | None = None, accepted: str | None = None, disseminated: str | None = None
+) -> dict[str, Any]:
     return {
         "partition_date": D.fromisoformat(partition),
         "published_at": D.fromisoformat(published or partition),
@@ -55,45 +57,215 @@ def frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
 # (case, row, pit known_at, pit fallback, pit entry date)
 # NY times: EDT (UTC-4) until 2022-11-06 and from 2023-03-12; EST (UTC-5) between.
 PIT_CASES = [
-    ("just before 09:30 EST", row("2022-11-15", accepted="2022-11-15T14:29:59"), "2022-11-15T14:29:59", False, "2022-11-15"),
-    ("exactly 09:30 EST", row("2022-11-15", accepted="2022-11-15T14:30:00"), "2022-11-15T14:30:00", False, "2022-11-16"),
-    ("one second after 09:30", row("2022-11-15", accepted="2022-11-15T14:30:01"), "2022-11-15T14:30:01", False, "2022-11-16"),
-    ("intraday", row("2022-11-15", accepted="2022-11-15T18:00:00"), "2022-11-15T18:00:00", False, "2022-11-16"),
-    ("after the close", row("2022-11-15", accepted="2022-11-15T21:05:00"), "2022-11-15T21:05:00", False, "2022-11-16"),
-    ("late evening NY, next day UTC", row("2022-11-15", accepted="2022-11-16T03:00:00"), "2022-11-16T03:00:00", False, "2022-11-16"),
-    ("friday evening", row("2022-11-18", "2022-11-21", "2022-11-18T23:30:00"), "2022-11-18T23:30:00", False, "2022-11-21"),
-    ("saturday", row("2022-11-21", accepted="2022-11-19T15:00:00"), "2022-11-19T15:00:00", False, "2022-11-21"),
-    ("thanksgiving eve", row("2022-11-23", accepted="2022-11-23T22:00:00"), "2022-11-23T22:00:00", False, "2022-11-25"),
-    ("on thanksgiving", row("2022-11-25", accepted="2022-11-24T15:00:00"), "2022-11-24T15:00:00", False, "2022-11-25"),
-    ("early-close afternoon", row("2022-11-25", accepted="2022-11-25T18:30:00"), "2022-11-25T18:30:00", False, "2022-11-28"),
-    ("christmas eve eve", row("2022-12-23", accepted="2022-12-23T21:30:00"), "2022-12-23T21:30:00", False, "2022-12-27"),
-    ("new year's eve", row("2022-12-30", accepted="2022-12-30T22:00:00"), "2022-12-30T22:00:00", False, "2023-01-03"),
+    (
+        "just before 09:30 EST",
+        row("2022-11-15", accepted="2022-11-15T14:29:59"),
+        "2022-11-15T14:29:59",
+        False,
+        "2022-11-15",
+    ),
+    (
+        "exactly 09:30 EST",
+        row("2022-11-15", accepted="2022-11-15T14:30:00"),
+        "2022-11-15T14:30:00",
+        False,
+        "2022-11-16",
+    ),
+    (
+        "one second after 09:30",
+        row("2022-11-15", accepted="2022-11-15T14:30:01"),
+        "2022-11-15T14:30:01",
+        False,
+        "2022-11-16",
+    ),
+    (
+        "intraday",
+        row("2022-11-15", accepted="2022-11-15T18:00:00"),
+        "2022-11-15T18:00:00",
+        False,
+        "2022-11-16",
+    ),
+    (
+        "after the close",
+        row("2022-11-15", accepted="2022-11-15T21:05:00"),
+        "2022-11-15T21:05:00",
+        False,
+        "2022-11-16",
+    ),
+    (
+        "late evening NY, next day UTC",
+        row("2022-11-15", accepted="2022-11-16T03:00:00"),
+        "2022-11-16T03:00:00",
+        False,
+        "2022-11-16",
+    ),
+    (
+        "friday evening",
+        row("2022-11-18", "2022-11-21", "2022-11-18T23:30:00"),
+        "2022-11-18T23:30:00",
+        False,
+        "2022-11-21",
+    ),
+    (
+        "saturday",
+        row("2022-11-21", accepted="2022-11-19T15:00:00"),
+        "2022-11-19T15:00:00",
+        False,
+        "2022-11-21",
+    ),
+    (
+        "thanksgiving eve",
+        row("2022-11-23", accepted="2022-11-23T22:00:00"),
+        "2022-11-23T22:00:00",
+        False,
+        "2022-11-25",
+    ),
+    (
+        "on thanksgiving",
+        row("2022-11-25", accepted="2022-11-24T15:00:00"),
+        "2022-11-24T15:00:00",
+        False,
+        "2022-11-25",
+    ),
+    (
+        "early-close afternoon",
+        row("2022-11-25", accepted="2022-11-25T18:30:00"),
+        "2022-11-25T18:30:00",
+        False,
+        "2022-11-28",
+    ),
+    (
+        "christmas eve eve",
+        row("2022-12-23", accepted="2022-12-23T21:30:00"),
+        "2022-12-23T21:30:00",
+        False,
+        "2022-12-27",
+    ),
+    (
+        "new year's eve",
+        row("2022-12-30", accepted="2022-12-30T22:00:00"),
+        "2022-12-30T22:00:00",
+        False,
+        "2023-01-03",
+    ),
     # autumn DST change (Sunday 2022-11-06): the bell moves from 13:30Z to 14:30Z
-    ("fri before fall-back, 09:29:59 EDT", row("2022-11-04", accepted="2022-11-04T13:29:59"), "2022-11-04T13:29:59", False, "2022-11-04"),
-    ("fri before fall-back, 09:30 EDT", row("2022-11-04", accepted="2022-11-04T13:30:00"), "2022-11-04T13:30:00", False, "2022-11-07"),
-    ("mon after fall-back, 09:00 EST (=14:00Z)", row("2022-11-07", accepted="2022-11-07T14:00:00"), "2022-11-07T14:00:00", False, "2022-11-07"),
-    ("mon after fall-back, 09:30 EST", row("2022-11-07", accepted="2022-11-07T14:30:00"), "2022-11-07T14:30:00", False, "2022-11-08"),
-    ("sunday of fall-back, 01:30 (ambiguous local)", row("2022-11-07", accepted="2022-11-06T06:30:00"), "2022-11-06T06:30:00", False, "2022-11-07"),
+    (
+        "fri before fall-back, 09:29:59 EDT",
+        row("2022-11-04", accepted="2022-11-04T13:29:59"),
+        "2022-11-04T13:29:59",
+        False,
+        "2022-11-04",
+    ),
+    (
+        "fri before fall-back, 09:30 EDT",
+        row("2022-11-04", accepted="2022-11-04T13:30:00"),
+        "2022-11-04T13:30:00",
+        False,
+        "2022-11-07",
+    ),
+    (
+        "mon after fall-back, 09:00 EST (=14:00Z)",
+        row("2022-11-07", accepted="2022-11-07T14:00:00"),
+        "2022-11-07T14:00:00",
+        False,
+        "2022-11-07",
+    ),
+    (
+        "mon after fall-back, 09:30 EST",
+        row("2022-11-07", accepted="2022-11-07T14:30:00"),
+        "2022-11-07T14:30:00",
+        False,
+        "2022-11-08",
+    ),
+    (
+        "sunday of fall-back, 01:30 (ambiguous local)",
+        row("2022-11-07", accepted="2022-11-06T06:30:00"),
+        "2022-11-06T06:30:00",
+        False,
+        "2022-11-07",
+    ),
     # spring DST change (Sunday 2023-03-12): the bell moves from 14:30Z to 13:30Z
-    ("fri before spring-forward, 09:29:59 EST", row("2023-03-10", accepted="2023-03-10T14:29:59"), "2023-03-10T14:29:59", False, "2023-03-10"),
-    ("fri before spring-forward, 09:30 EST", row("2023-03-10", accepted="2023-03-10T14:30:00"), "2023-03-10T14:30:00", False, "2023-03-13"),
-    ("mon after spring-forward, 09:29:59 EDT", row("2023-03-13", accepted="2023-03-13T13:29:59"), "2023-03-13T13:29:59", False, "2023-03-13"),
-    ("mon after spring-forward, 09:45 EDT (=13:45Z)", row("2023-03-13", accepted="2023-03-13T13:45:00"), "2023-03-13T13:45:00", False, "2023-03-14"),
+    (
+        "fri before spring-forward, 09:29:59 EST",
+        row("2023-03-10", accepted="2023-03-10T14:29:59"),
+        "2023-03-10T14:29:59",
+        False,
+        "2023-03-10",
+    ),
+    (
+        "fri before spring-forward, 09:30 EST",
+        row("2023-03-10", accepted="2023-03-10T14:30:00"),
+        "2023-03-10T14:30:00",
+        False,
+        "2023-03-13",
+    ),
+    (
+        "mon after spring-forward, 09:29:59 EDT",
+        row("2023-03-13", accepted="2023-03-13T13:29:59"),
+        "2023-03-13T13:29:59",
+        False,
+        "2023-03-13",
+    ),
+    (
+        "mon after spring-forward, 09:45 EDT (=13:45Z)",
+        row("2023-03-13", accepted="2023-03-13T13:45:00"),
+        "2023-03-13T13:45:00",
+        False,
+        "2023-03-14",
+    ),
     # without acceptance_at: the dump rule (published_at 23:59:59Z), counted as a fallback
     ("no acceptance", row("2022-11-15"), "2022-11-15T23:59:59", True, "2022-11-16"),
     ("no acceptance, friday", row("2022-11-18"), "2022-11-18T23:59:59", True, "2022-11-21"),
     ("no acceptance, holiday eve", row("2022-11-23"), "2022-11-23T23:59:59", True, "2022-11-25"),
-    ("no acceptance, published later", row("2022-11-14", "2022-11-16"), "2022-11-16T23:59:59", True, "2022-11-17"),
-    ("no acceptance, only disseminated", row("2022-11-15", disseminated="2022-11-15T12:00:00"), "2022-11-15T23:59:59", True, "2022-11-16"),
+    (
+        "no acceptance, published later",
+        row("2022-11-14", "2022-11-16"),
+        "2022-11-16T23:59:59",
+        True,
+        "2022-11-17",
+    ),
+    (
+        "no acceptance, only disseminated",
+        row("2022-11-15", disseminated="2022-11-15T12:00:00"),
+        "2022-11-15T23:59:59",
+        True,
+        "2022-11-16",
+    ),
     # disseminated_at later than acceptance wins
-    ("disseminated after the bell", row("2022-11-15", accepted="2022-11-15T14:00:00", disseminated="2022-11-15T14:31:00"), "2022-11-15T14:31:00", False, "2022-11-16"),
-    ("disseminated before the bell", row("2022-11-15", accepted="2022-11-15T13:00:00", disseminated="2022-11-15T14:00:00"), "2022-11-15T14:00:00", False, "2022-11-15"),
-    ("disseminated over the weekend", row("2022-11-18", accepted="2022-11-18T20:00:00", disseminated="2022-11-21T15:00:00"), "2022-11-21T15:00:00", False, "2022-11-22"),
-    ("disseminated earlier than acceptance is ignored", row("2022-11-15", accepted="2022-11-15T15:00:00", disseminated="2022-11-15T10:00:00"), "2022-11-15T15:00:00", False, "2022-11-16"),
+    (
+        "disseminated after the bell",
+        row("2022-11-15", accepted="2022-11-15T14:00:00", disseminated="2022-11-15T14:31:00"),
+        "2022-11-15T14:31:00",
+        False,
+        "2022-11-16",
+    ),
+    (
+        "disseminated before the bell",
+        row("2022-11-15", accepted="2022-11-15T13:00:00", disseminated="2022-11-15T14:00:00"),
+        "2022-11-15T14:00:00",
+        False,
+        "2022-11-15",
+    ),
+    (
+        "disseminated over the weekend",
+        row("2022-11-18", accepted="2022-11-18T20:00:00", disseminated="2022-11-21T15:00:00"),
+        "2022-11-21T15:00:00",
+        False,
+        "2022-11-22",
+    ),
+    (
+        "disseminated earlier than acceptance is ignored",
+        row("2022-11-15", accepted="2022-11-15T15:00:00", disseminated="2022-11-15T10:00:00"),
+        "2022-11-15T15:00:00",
+        False,
+        "2022-11-16",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "r", "known", "fallback", "entry"), PIT_CASES, ids=[c[0] for c in PIT_CASES])
+@pytest.mark.parametrize(
+    ("case", "r", "known", "fallback", "entry"), PIT_CASES, ids=[c[0] for c in PIT_CASES]
+)
 def test_pit_clock_cases(case: str, r: dict[str, Any], known: str, fallback: bool, entry: str) -> None:
     assert known_at(r, Clock.PIT) == KnownAt(Z(known), fallback=fallback)
     assert entry_session(r, "pit").date == D.fromisoformat(entry)
@@ -106,7 +278,9 @@ def test_pit_cases_on_a_frame_agree_and_count_fallbacks() -> None:
     assert out.get_column("known_at_fallback").to_list() == [c[3] for c in PIT_CASES]
     assert out.get_column("known_at_fallback").sum() == 5
     cal = nyse()
-    assert [cal.all[i].date for i in out.get_column("entry_index").to_list()] == out.get_column("entry_date").to_list()
+    assert [cal.all[i].date for i in out.get_column("entry_index").to_list()] == out.get_column(
+        "entry_date"
+    ).to_list()
 
 
 # (row, leaky entry, dump entry)
@@ -125,8 +299,12 @@ LEAKY_DUMP_CASES = [
 
 @pytest.mark.parametrize(("r", "leaky", "dump"), LEAKY_DUMP_CASES)
 def test_leaky_and_dump_rules(r: dict[str, Any], leaky: str, dump: str) -> None:
-    assert known_at(r, "leaky") == KnownAt(dt.datetime.combine(r["partition_date"], dt.time(0), tzinfo=UTC), fallback=False)
-    assert known_at(r, "dump") == KnownAt(dt.datetime.combine(r["published_at"], dt.time(23, 59, 59), tzinfo=UTC), fallback=False)
+    assert known_at(r, "leaky") == KnownAt(
+        dt.datetime.combine(r["partition_date"], dt.time(0), tzinfo=UTC), fallback=False
+    )
+    assert known_at(r, "dump") == KnownAt(
+        dt.datetime.combine(r["published_at"], dt.time(23, 59, 59), tzinfo=UTC), fallback=False
+    )
     assert entry_session(r, Clock.LEAKY).date == D.fromisoformat(leaky)
     assert entry_session(r, Clock.DUMP).date == D.fromisoformat(dump)
 
@@ -157,7 +335,11 @@ def test_clock_order_never_inverts() -> None:
 
 
 def test_string_values_are_accepted_per_row() -> None:
-    r = {"partition_date": "2022-11-15", "published_at": "2022-11-15", "acceptance_at": "2022-11-15T14:30:00Z"}
+    r = {
+        "partition_date": "2022-11-15",
+        "published_at": "2022-11-15",
+        "acceptance_at": "2022-11-15T14:30:00Z",
+    }
     assert known_at(r, "pit") == KnownAt(Z("2022-11-15T14:30:00"), fallback=False)
     r2 = dict(r, acceptance_at="2022-11-15T09:29:59-05:00")
     assert entry_session(r2, "pit").date == D(2022, 11, 15)

@@ -28,7 +28,12 @@ from evalkit_core import (
 from strategies import json_values
 
 T0 = dt.datetime(2023, 3, 13, 13, 30, tzinfo=dt.UTC)
-BODY = {"run": {"release": "sha256:" + "0" * 64, "cells": [{"arm": "main", "clock": "pit", "return": 0.0123456789}]}}
+BODY = {
+    "run": {
+        "release": "sha256:" + "0" * 64,
+        "cells": [{"arm": "main", "clock": "pit", "return": 0.0123456789}],
+    }
+}
 
 
 def test_make_receipt_shape_and_hash() -> None:
@@ -175,18 +180,28 @@ def test_failed_receipt_write_keeps_old_file(tmp_path) -> None:
 def test_failure_inside_atomic_open_keeps_old_file_and_removes_temp(tmp_path) -> None:
     p = tmp_path / "data.jsonl"
     p.write_bytes(b"old\n")
-    with pytest.raises(CanonicalError), atomic_open(p) as f:
-        f.write(b"partial line\n")
-        f.write(canonical_bytes({"bad": math.inf}))
+
+    def write() -> None:
+        with atomic_open(p) as f:
+            f.write(b"partial line\n")
+            f.write(canonical_bytes({"bad": math.inf}))
+
+    with pytest.raises(CanonicalError):
+        write()
     assert p.read_bytes() == b"old\n"
     assert _listing(tmp_path) == ["data.jsonl"]
 
 
 def test_keyboard_interrupt_inside_atomic_open_cleans_up(tmp_path) -> None:
     p = tmp_path / "data.bin"
-    with pytest.raises(KeyboardInterrupt), atomic_open(p) as f:
-        f.write(b"x")
-        raise KeyboardInterrupt
+
+    def write() -> None:
+        with atomic_open(p) as f:
+            f.write(b"x")
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write()
     assert not p.exists()
     assert _listing(tmp_path) == []
 

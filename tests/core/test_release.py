@@ -149,10 +149,21 @@ def test_layout_and_manifest(rel: Path) -> None:
 
 def test_rows_are_sorted_and_canonical(rel: Path) -> None:
     main = lines(rel / ARM_FILES["main"])
-    assert [r["partition_date"] for r in main] == ["2022-11-15", "2022-11-18", "2023-01-03", "2023-03-10", "2024-02-29"]
+    assert [r["partition_date"] for r in main] == [
+        "2022-11-15",
+        "2022-11-18",
+        "2023-01-03",
+        "2023-03-10",
+        "2024-02-29",
+    ]
     for relpath in (*ARM_FILES.values(), ANSWER_KEY_FILE):
         for raw in (rel / relpath).read_bytes().splitlines():
-            assert raw == json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+            assert (
+                raw
+                == json.dumps(
+                    json.loads(raw), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+                ).encode()
+            )
 
 
 def test_main_arm_rows(rel: Path) -> None:
@@ -212,7 +223,15 @@ def test_control_arms_carry_no_identity(rel: Path, arm: str) -> None:
         assert needle.encode() not in raw, (arm, needle)
         assert json.dumps(needle).encode() not in raw, (arm, needle)  # escaped form too
     for r in lines(rel / ARM_FILES[arm]):
-        assert set(r) <= {"row_key", "form", "title", "partition_date", "published_at", "acceptance_at", "disseminated_at"}
+        assert set(r) <= {
+            "row_key",
+            "form",
+            "title",
+            "partition_date",
+            "published_at",
+            "acceptance_at",
+            "disseminated_at",
+        }
         assert r["title"] == f"[ISSUER] {r['form']}"
 
 
@@ -232,19 +251,32 @@ def test_shifted_arm_moves_every_date_ten_years(rel: Path) -> None:
     assert leap["acceptance_at"] == "2034-02-28T23:10:00Z"
     d = sh[KEYS["0000789019-23-000303"]]
     assert (d["partition_date"], d["acceptance_at"], d["disseminated_at"]) == (
-        "2033-03-10", "2033-03-10T14:29:59Z", "2033-03-10T14:31:00Z"
+        "2033-03-10",
+        "2033-03-10T14:29:59Z",
+        "2033-03-10T14:31:00Z",
     )
     for k, r in sh.items():
-        assert {f: v for f, v in r.items() if f not in ("partition_date", "published_at", "acceptance_at", "disseminated_at")} == {
-            f: v for f, v in red[k].items() if f not in ("partition_date", "published_at", "acceptance_at", "disseminated_at")
+        assert {
+            f: v
+            for f, v in r.items()
+            if f not in ("partition_date", "published_at", "acceptance_at", "disseminated_at")
+        } == {
+            f: v
+            for f, v in red[k].items()
+            if f not in ("partition_date", "published_at", "acceptance_at", "disseminated_at")
         }
         assert r["partition_date"][:4] == str(int(red[k]["partition_date"][:4]) + 10)
 
 
 @pytest.mark.parametrize(
     ("day", "expected"),
-    [(D(2024, 2, 29), D(2034, 2, 28)), (D(2020, 2, 29), D(2030, 2, 28)), (D(2022, 11, 15), D(2032, 11, 15)),
-     (D(2023, 2, 28), D(2033, 2, 28)), (D(2022, 12, 31), D(2032, 12, 31))],
+    [
+        (D(2024, 2, 29), D(2034, 2, 28)),
+        (D(2020, 2, 29), D(2030, 2, 28)),
+        (D(2022, 11, 15), D(2032, 11, 15)),
+        (D(2023, 2, 28), D(2033, 2, 28)),
+        (D(2022, 12, 31), D(2032, 12, 31)),
+    ],
 )
 def test_shift_date(day: dt.date, expected: dt.date) -> None:
     assert shift_date(day) == expected
@@ -335,7 +367,8 @@ def test_load_filters(rel: Path) -> None:
 
     r = Release.load(rel, forms=["8-K", "4"], start="2023-01-01")
     assert set(r.arm("shifted").get_column("row_key").to_list()) == {
-        KEYS["0000789019-23-000303"], KEYS["0000789019-24-000404"]
+        KEYS["0000789019-23-000303"],
+        KEYS["0000789019-24-000404"],
     }
     assert Release.load(rel, start="2023-03-11", end="2024-02-28").arm("main").height == 0
 
@@ -360,30 +393,46 @@ def test_clocks_run_on_a_loaded_arm(rel: Path) -> None:
     out = with_entry(main, "pit")
     for r, entry in zip(main.to_dicts(), out.get_column("entry_date").to_list(), strict=True):
         assert entry == entry_session(r, "pit").date
-    by_key = dict(zip(out.get_column("row_key").to_list(), out.get_column("entry_date").to_list(), strict=True))
+    by_key = dict(
+        zip(out.get_column("row_key").to_list(), out.get_column("entry_date").to_list(), strict=True)
+    )
     assert by_key[KEYS["0000789019-23-000303"]] == D(2023, 3, 13)  # disseminated after the bell
     assert by_key[KEYS["0001318605-22-000202"]] == D(2022, 11, 22)  # fallback: published Monday 21st
     assert out.get_column("known_at_fallback").sum() == 1
 
 
 @settings(max_examples=12)
-@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=12, unique=True).flatmap(
-    lambda ids: st.tuples(*[filings_args(i) for i in ids])
-))
+@given(
+    st.lists(st.integers(0, 10_000), min_size=1, max_size=12, unique=True).flatmap(
+        lambda ids: st.tuples(*[filings_args(i) for i in ids])
+    )
+)
 def test_round_trip_property(args: tuple[dict[str, Any], ...]) -> None:
     import tempfile
 
     filings = [Filing(**a) for a in args]
     with tempfile.TemporaryDirectory() as d:
-        root = write_release(Path(d) / "r", name="prop", start=D(2022, 11, 1), end=D(2023, 3, 31),
-                             filings=filings, provenance={})
+        root = write_release(
+            Path(d) / "r",
+            name="prop",
+            start=D(2022, 11, 1),
+            end=D(2023, 3, 31),
+            filings=filings,
+            provenance={},
+        )
         r = Release.load(root, use_cache=False)
         assert check_release(root) == []
     main = {x["row_key"]: x for x in r.arm("main").to_dicts()}
     assert len(main) == len(filings)
     for f in filings:
         m = main[f.row_key]
-        assert (m["issuer"], m["cik"], m["form"], m["accession"], m["url"]) == (f.issuer, f.cik, f.form, f.accession, f.url)
+        assert (m["issuer"], m["cik"], m["form"], m["accession"], m["url"]) == (
+            f.issuer,
+            f.cik,
+            f.form,
+            f.accession,
+            f.url,
+        )
         assert m["partition_date"] == f.partition_date
         assert m["acceptance_at"] == f.acceptance_at
     assert r.manifest["row_counts"]["with_acceptance_at"] == sum(f.acceptance_at is not None for f in filings)
@@ -451,7 +500,10 @@ def test_row_without_row_key(rel: Path, arm: str) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value", "needle"),
-    [("partition_date", "15/11/2022", "partition_date"), ("acceptance_at", "2022-11-15 21:05", "acceptance_at")],
+    [
+        ("partition_date", "15/11/2022", "partition_date"),
+        ("acceptance_at", "2022-11-15 21:05", "acceptance_at"),
+    ],
 )
 def test_bad_field_value_names_line_and_field(rel: Path, field: str, value: str, needle: str) -> None:
     rows = lines(rel / ARM_FILES["main"])
@@ -555,7 +607,11 @@ def test_cache_lives_under_evalkit_cache_dir(rel: Path) -> None:
     r = Release.load(rel)
     cdir = _cache_for(r)
     assert sorted(p.name for p in cdir.iterdir()) == [
-        "answer_key.parquet", "main.parquet", "redacted.parquet", "shifted.parquet", "stamp.json"
+        "answer_key.parquet",
+        "main.parquet",
+        "redacted.parquet",
+        "shifted.parquet",
+        "stamp.json",
     ]
 
 

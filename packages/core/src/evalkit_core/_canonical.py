@@ -38,13 +38,50 @@ def _where(path: tuple[str | int, ...]) -> str:
     return "/" + "/".join(str(p) for p in path) if path else "the top level"
 
 
+class _NotPlain(Exception):  # noqa: N818 - internal signal: re-walk with paths to name the problem
+    pass
+
+
 class _Normalizer:
-    """Walks a JSON-shaped value once, producing the normalised copy and noting whether the fast path agrees."""
+    """Walks a JSON-shaped value once, producing the normalised copy and noting whether the fast path agrees.
+
+    :meth:`plain` is the hot path: exact-type dispatch and no path bookkeeping. When it meets anything it does not
+    handle (a non-str key, NaN, a big integer, an unusual type) it gives up, and :meth:`value` walks again with
+    paths so that the error names where the problem is.
+    """
 
     __slots__ = ("slow",)
 
     def __init__(self) -> None:
         self.slow = False
+
+    def plain(self, v: object) -> Any:
+        t = type(v)
+        if t is str or v is None or t is bool:
+            return v
+        if t is int:
+            if -_INT_LIMIT <= v <= _INT_LIMIT:  # pyright: ignore[reportOperatorIssue]
+                return v
+            raise _NotPlain
+        if t is float:
+            f = cast("float", v)
+            if f != f or f in (math.inf, -math.inf) or abs(f) > _INT_LIMIT:
+                raise _NotPlain
+            return self.float(f, ())
+        if t is dict:
+            out: dict[str, Any] = {}
+            for k, item in cast("dict[object, object]", v).items():
+                if type(k) is not str:
+                    raise _NotPlain
+                if not k.isascii() and max(k) >= "\ud800":
+                    self.slow = True
+                out[k] = self.plain(item)
+            return out
+        if t is list or t is tuple:
+            return [self.plain(item) for item in cast("Sequence[object]", v)]
+        if isinstance(v, str):  # str subclasses such as StrEnum members
+            return v
+        raise _NotPlain
 
     def value(self, v: object, path: tuple[str | int, ...]) -> Any:
         if v is None or isinstance(v, bool | str):
@@ -64,13 +101,20 @@ class _Normalizer:
             for k, item in mapping.items():
                 if not isinstance(k, str):
                     raise CanonicalError(f"object key {k!r} at {_where(path)} is not a string")
-                if not self.slow and any(ord(ch) >= 0xD800 for ch in k):
+                if not self.slow and not k.isascii() and max(k) >= "\ud800":
                     self.slow = True
                 out[k] = self.value(item, (*path, k))
             return out
         if isinstance(v, Sequence) and not isinstance(v, bytes | bytearray):
             return [self.value(item, (*path, i)) for i, item in enumerate(v)]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
         raise CanonicalError(f"value of type {type(v).__name__} at {_where(path)} is not JSON")
+
+    def walk(self, v: object) -> Any:
+        try:
+            return self.plain(v)
+        except _NotPlain:
+            self.slow = False
+            return self.value(v, ())
 
     def float(self, v: float, path: tuple[str | int, ...]) -> float | int:
         if math.isnan(v) or math.isinf(v):
@@ -96,13 +140,13 @@ def normalize(value: object) -> Any:
     Integral floats become ints (JCS writes ``1.0`` as ``1`` either way), so the result hashes the same
     whether a producer wrote ``1`` or ``1.0``.
     """
-    return _Normalizer().value(value, ())
+    return _Normalizer().walk(value)
 
 
 def canonical_bytes(value: object) -> bytes:
     """The canonical JSON encoding of ``value``: UTF-8 bytes, equal to ``rfc8785.dumps(normalize(value))``."""
     walker = _Normalizer()
-    norm = walker.value(value, ())
+    norm = walker.walk(value)
     try:
         if walker.slow:
             return rfc8785.dumps(norm)

@@ -43,6 +43,7 @@ def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.fchmod(fd, 0o644)  # mkstemp makes 0600; receipts and releases are meant to be read by others
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

@@ -6,8 +6,9 @@ digest the manifest binds and names the file that does not match.
 
 Loading 300,000 rows from JSONL takes longer than a second, so the first load of a release also writes its
 frames as Parquet into a cache keyed by the release's content digest. A later load reads the Parquet files when
-every release file still has the size and modification time it had when its digest was verified (the rule
-``git status`` uses); otherwise it re-reads and re-verifies. ``evalkit bundle check`` and ``evalkit verify``
+every release file still has the size, modification time, inode-change time and inode it had when its digest was
+verified (the rule ``git status`` uses; the change time cannot be set back by a user); otherwise it re-reads and
+re-verifies. ``evalkit bundle check`` and ``evalkit verify``
 always recompute every digest from the bytes.
 """
 
@@ -423,8 +424,9 @@ def _read_jsonl(path: Path, schema: Mapping[str, Any], required: Sequence[str]) 
 
 
 def _stat_signature(path: Path) -> list[int]:
+    # ctime cannot be set back by a user (os.utime updates it), so an edit that restores the mtime still shows.
     st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 @attrs.frozen
