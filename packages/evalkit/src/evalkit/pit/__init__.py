@@ -11,7 +11,9 @@ from evalkit.pit._agents import (
 )
 from evalkit.pit._config import RunConfig, load_config
 from evalkit.pit._export import EXPORT_FORMATS, export_samples, session_samples
+from evalkit.pit._gateway import Gateway, GatewayError
 from evalkit.pit._guard import EgressAttempt, NetworkBlocked, NetworkBlockedError, NetworkGuard, network_guard
+from evalkit.pit._model_agent import from_model
 from evalkit.pit._prices import Prices, PricesError, load_prices
 from evalkit.pit._probe import choose_items, score_answer
 from evalkit.pit._runner import RECEIPT_VERSION, RunResult, run
@@ -28,6 +30,8 @@ __all__ = [
     "CellView",
     "Check",
     "EgressAttempt",
+    "Gateway",
+    "GatewayError",
     "NetworkBlocked",
     "NetworkBlockedError",
     "NetworkGuard",
@@ -39,6 +43,7 @@ __all__ = [
     "choose_items",
     "export_samples",
     "from_callable",
+    "from_model",
     "from_tool_loop",
     "load_config",
     "load_prices",

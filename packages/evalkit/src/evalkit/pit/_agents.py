@@ -181,7 +181,9 @@ def resolve_agent(spec: str) -> Agent:
     if spec == "stub":
         return stub_agent
     if spec.startswith("model:"):
-        raise AgentSpecError(f"agent {spec!r}: model agents need the model gateway, which is not built yet")
+        from evalkit.pit._model_agent import from_model
+
+        return from_model(spec.removeprefix("model:"))
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f"agent: expected 'stub' or 'module:function', got {spec!r}")

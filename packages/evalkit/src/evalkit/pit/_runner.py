@@ -10,13 +10,15 @@ import datetime as dt
 import importlib.metadata
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import attrs
 
 from evalkit.pit._agents import Agent, AgentReply
 from evalkit.pit._config import RunConfig
+from evalkit.pit._gateway import Gateway
 from evalkit.pit._guard import EgressAttempt, NetworkBlocked, NetworkGuard
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
@@ -36,6 +38,7 @@ from evalkit_core import (
     shift_date,
     write_receipt,
 )
+from evalkit_core.models import Completion, Request
 
 __all__ = ["RECEIPT_VERSION", "RunResult", "run"]
 
@@ -167,6 +170,7 @@ def run(
             }
         )
         guard = NetworkGuard(config.network_policy, on_attempt=state.on_egress)
+        state.gateway.hold_keys()
         guard.install()
         try:
             state.run_cells(progress)
@@ -174,6 +178,7 @@ def run(
                 state.run_probe()
         finally:
             guard.remove()
+            state.gateway.stop()
         traj.emit({"type": "run_end", "valid": state.valid, "invalidated_by": state.invalidated_by})
         events = traj.events
     body = state.body(run_id, config_sha, traj_path, events, file_digest(traj_path), guard, network_scope)
@@ -219,6 +224,46 @@ class _RunState:
         self.answers: dict[str, dict[str, Any]] = {r["row_key"]: r for r in answer.iter_rows(named=True)}
         self.forms_of: dict[str, str] = dict(answer.select("row_key", "form").iter_rows())
         self.fallback_rows: dict[str, int] = {}
+        self.gateway = Gateway()
+        self.model_spend = Decimal(0)
+        self.model_calls = 0
+        self.reported_models: set[str] = set()
+
+    # -- models ----------------------------------------------------------------------------------------------
+
+    def model_call(self, model_id: str, request: Request) -> Completion:
+        """Forward one model call through the gateway process and record it (no wall-clock, no call id)."""
+        from evalkit_core.models import completion_from_json, request_to_json
+
+        self.traj.emit({"type": "model_request", **self.where, "model_id": model_id, "request_sha256": digest(request_to_json(request))})
+        completion = completion_from_json(self.gateway.complete(model_id, request_to_json(request)))
+        usage = completion.usage
+        self.model_spend += completion.cost
+        self.model_calls += 1
+        self.reported_models.add(completion.reported_model)
+        self.traj.emit(
+            {
+                "type": "model_call",
+                **self.where,
+                "model_id": completion.model_id,
+                "reported_model": completion.reported_model,
+                "simulated": completion.simulated,
+                "request_digest": completion.request_digest,
+                "response_digest": completion.response_digest,
+                "registry_digest": completion.registry_digest,
+                "usage": {
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "cache_read_tokens": usage.cache_read_tokens,
+                    "cache_write_tokens": usage.cache_write_tokens,
+                },
+                "cost_usd": str(completion.cost),
+                "attempts": completion.attempts,
+                "text": completion.text,
+                "tool_calls": [{"id": t.id, "name": t.name, "arguments": t.raw_arguments} for t in completion.tool_calls],
+            }
+        )
+        return completion
 
     # -- events ----------------------------------------------------------------------------------------------
 
@@ -291,11 +336,13 @@ class _RunState:
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
                 self.tool_calls += 1
-                self.rows_served += len(result.get("rows", [])) + (1 if "row" in result else 0)
+                listed = result.get("rows")  # pit_coverage's "rows" is a count, not a list of rows
+                n_listed = len(cast("list[object]", listed)) if isinstance(listed, list) else 0
+                self.rows_served += n_listed + (1 if "row" in result else 0)
                 self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
 
             served = self._serve_shifted if arm == "shifted" else None
-            toolbox = Toolbox(view, s_idx, record, served)
+            toolbox = Toolbox(view, s_idx, record, served, self.model_call)
             prompt = _session_prompt(toolbox, self.config.hold_sessions)
             self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
             agent_calls += 1
@@ -399,8 +446,9 @@ class _RunState:
                 self.tool_calls += 1
                 self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
 
-            toolbox = Toolbox(view, last, record)
+            toolbox = Toolbox(view, last, record, None, self.model_call)
             prompt = probe_prompt(row)
+            self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
             try:
                 reply = self._call_agent(prompt, toolbox)
             except _Stop:
@@ -489,7 +537,7 @@ class _RunState:
             "prices": price_statement,
             "agent_errors": [{k: v for k, v in e.items() if k != "type"} for e in self.agent_errors],
             "protocol": {
-                "P1_model_version": {"declared": cfg.model_version, "reported": []},
+                "P1_model_version": {"declared": cfg.model_version, "reported": sorted(self.reported_models)},
                 "P2_training_cutoff": {
                     "declared": cfg.training_cutoff,
                     "window_end": window_end.isoformat(),
@@ -508,8 +556,8 @@ class _RunState:
                     "costs": "none modelled",
                     "shorts": "none",
                     "price_source": price_statement,
-                    "model_spend_usd": "0",
-                    "model_calls": 0,
+                    "model_spend_usd": str(self.model_spend),
+                    "model_calls": self.model_calls,
                 },
                 "P5_window_provenance": {
                     "release": self.release.name,

@@ -19,6 +19,7 @@ from typing import Any, cast
 import polars as pl
 
 from evalkit_core import Calendar, Clock, Session, format_instant, shift_date, shift_instant, with_entry
+from evalkit_core.models import Completion, Request
 
 __all__ = ["TOOL_NAMES", "CellView", "Toolbox", "tool_specs"]
 
@@ -172,6 +173,7 @@ class Toolbox:
         session_index: int,
         record: Callable[[str, dict[str, Any], dict[str, Any]], None],
         served: Callable[[Sequence[str]], None] | None = None,
+        models: Callable[[str, Request], Completion] | None = None,
     ) -> None:
         self._view = view
         self._index = session_index
@@ -179,6 +181,7 @@ class Toolbox:
         self._visible = view.visible_count(session_index)
         self._record = record
         self._served = served
+        self._models = models
         shifted = view.arm == "shifted"
         self.arm = view.arm
         self.clock = str(view.clock)
@@ -259,6 +262,12 @@ class Toolbox:
             acceptance_coverage={"with_acceptance_at": with_acceptance, "without": self._visible - with_acceptance},
         )
         return self._finish("pit_coverage", {}, result)
+
+    def complete(self, model_id: str, request: Request) -> Completion:
+        """Call a model through the harness's gateway (the only way out of a guarded run); recorded as an event."""
+        if self._models is None:
+            raise RuntimeError("no model gateway is attached to this toolbox")
+        return self._models(model_id, request)
 
     def is_knowable(self, row_key: str) -> str:
         """'ok', 'unknown' or 'not_yet_knowable' for a pick (not recorded as a tool call)."""

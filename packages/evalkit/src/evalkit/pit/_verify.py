@@ -8,7 +8,16 @@ from typing import Any
 import attrs
 
 from evalkit.pit._config import load_config
-from evalkit_core import check_receipt, check_release, digest, file_digest, read_receipt
+from evalkit_core import (
+    ConfigError,
+    ReceiptError,
+    ReleaseError,
+    check_receipt,
+    check_release,
+    digest,
+    file_digest,
+    read_receipt,
+)
 
 __all__ = ["Check", "verify_pit_receipt"]
 
@@ -30,12 +39,20 @@ def verify_pit_receipt(
 ) -> list[Check]:
     """Recompute the body hash, the trajectory hash, the release content digest (from every file it binds)
     and, when given, the config digest and the price file's sha256. One :class:`Check` each."""
-    receipt = read_receipt(receipt_path)
-    body: dict[str, Any] = receipt["body"]
-    binding: dict[str, Any] = body.get("binding", {})
     checks: list[Check] = []
-    ok = check_receipt(receipt)
-    checks.append(Check("body_sha256", ok, "" if ok else f"body hashes to {digest(body)}, receipt says {receipt['body_sha256']}"))
+    try:
+        receipt = read_receipt(receipt_path)
+    except ReceiptError as exc:
+        if not Path(receipt_path).is_file():
+            raise
+        # A damaged receipt binds nothing we can trust: every check below fails against an empty binding.
+        receipt = None
+        checks.append(Check("body_sha256", ok=False, detail=str(exc)))
+    body: dict[str, Any] = receipt["body"] if receipt is not None else {}
+    binding: dict[str, Any] = body.get("binding", {})
+    if receipt is not None:
+        ok = check_receipt(receipt)
+        checks.append(Check("body_sha256", ok, "" if ok else f"body hashes to {digest(body)}, receipt says {receipt['body_sha256']}"))
 
     traj = Path(trajectory)
     if traj.is_file():
@@ -45,7 +62,12 @@ def verify_pit_receipt(
     else:
         checks.append(Check("trajectory_sha256", ok=False, detail=f"{traj}: not found"))
 
-    problems = check_release(bundle)
+    try:
+        problems = check_release(bundle)
+    except ReleaseError as exc:  # e.g. release.json no longer parses: a mismatch, not a usage error
+        if not Path(bundle).is_dir():
+            raise
+        problems = [str(exc)]
     manifest_digest = _manifest_digest(Path(bundle))
     want = binding.get("bundle_content_digest")
     if manifest_digest != want:
@@ -53,9 +75,16 @@ def verify_pit_receipt(
     checks.append(Check("bundle_content_digest", not problems, "; ".join(problems)))
 
     if config is not None:
-        got = load_config(config).digest()
         want = binding.get("config_sha256")
-        checks.append(Check("config_sha256", got == want, "" if got == want else f"{config} digests to {got}, receipt binds {want}"))
+        try:
+            got = load_config(config).digest()
+        except ConfigError as exc:  # a config that no longer loads does not match what was run
+            if not Path(config).is_file():
+                raise
+            checks.append(Check("config_sha256", ok=False, detail=str(exc)))
+            got = None
+        if got is not None:
+            checks.append(Check("config_sha256", got == want, "" if got == want else f"{config} digests to {got}, receipt binds {want}"))
     if prices is not None:
         p = Path(prices)
         got = file_digest(p) if p.is_file() else None
