@@ -37,12 +37,16 @@ def write_index(root: Path) -> None:
     text = "Description:           Daily Index of EDGAR Dissemination Feed by Form Type\n\n\n"
     text += FORM_HEADER + "\n" + "-" * 140 + "\n" + "\n".join(form_line(*r) for r in rows) + "\n"
     (root / "form.20230203.idx").write_text(text)
-    master = "Description: Master Index\n\nCIK|Company Name|Form Type|Date Filed|File Name\n" + "-" * 80 + "\n"
+    master = (
+        "Description: Master Index\n\nCIK|Company Name|Form Type|Date Filed|File Name\n" + "-" * 80 + "\n"
+    )
     master += "999|OTHER CO|8-K|20230203|edgar/data/999/0000000999-23-000001.txt\n"
     (root / "master.20230203.idx").write_text(master)
 
 
-def doc(cik: int, name: str, rows: Sequence[tuple[str, str, str, str]], former: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+def doc(
+    cik: int, name: str, rows: Sequence[tuple[str, str, str, str]], former: Sequence[dict[str, str]] = ()
+) -> dict[str, Any]:
     return {
         "cik": f"{cik:010d}",
         "name": name,
@@ -63,15 +67,29 @@ def doc(cik: int, name: str, rows: Sequence[tuple[str, str, str, str]], former: 
 def write_submissions(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     apple = [
-        ("0000320193-23-000006", "2023-02-03", "10-Q", "2023-02-02T23:01:30.000Z"),  # after hours: disseminated
+        (
+            "0000320193-23-000006",
+            "2023-02-03",
+            "10-Q",
+            "2023-02-02T23:01:30.000Z",
+        ),  # after hours: disseminated
         ("0000320193-23-000010", "2023-02-03", "4", "2023-02-03T23:00:00.000Z"),  # 18:00 NY: 22:00 cut-off
         ("0000320193-23-000008", "2023-02-02", "8-K", "2023-02-02T21:00:00.000Z"),  # day without index
-        ("0000320193-23-000009", "2023-02-03", "8-K", "2023-02-03T15:00:00.000Z"),  # covered day, not in index
+        (
+            "0000320193-23-000009",
+            "2023-02-03",
+            "8-K",
+            "2023-02-03T15:00:00.000Z",
+        ),  # covered day, not in index
         ("0000320193-23-000001", "2023-01-05", "8-K", "2023-01-05T15:00:00.000Z"),  # outside the window
     ]
-    intel = [("0000050863-23-000011", "2023-02-03", "8-K", "2023-02-02T19:00:00.000Z")]  # fits only as NY time
+    intel = [
+        ("0000050863-23-000011", "2023-02-03", "8-K", "2023-02-02T19:00:00.000Z")
+    ]  # fits only as NY time
     (root / "CIK0000320193.json").write_text(json.dumps(doc(320193, "Apple Inc.", apple)))
-    former = [{"name": "INTEL CORP (OLD)", "from": "1990-01-01T05:00:00.000Z", "to": "2023-02-04T05:00:00.000Z"}]
+    former = [
+        {"name": "INTEL CORP (OLD)", "from": "1990-01-01T05:00:00.000Z", "to": "2023-02-04T05:00:00.000Z"}
+    ]
     (root / "CIK0000050863.json").write_text(json.dumps(doc(50863, "Intel Corporation", intel, former)))
 
 
@@ -84,11 +102,17 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
     write_index(tmp_path / "index")
     write_submissions(tmp_path / "subs")
     write_tickers(tmp_path / "company_tickers.json")
-    return {"index": tmp_path / "index", "submissions": tmp_path / "subs", "tickers": tmp_path / "company_tickers.json"}
+    return {
+        "index": tmp_path / "index",
+        "submissions": tmp_path / "subs",
+        "tickers": tmp_path / "company_tickers.json",
+    }
 
 
 def build(out: Path, inputs: dict[str, Path], **kw: Any) -> edgar.EdgarBuild:
-    return build_edgar_release(out, name="t", start=kw.pop("start", START), end=kw.pop("end", END), **inputs, **kw)
+    return build_edgar_release(
+        out, name="t", start=kw.pop("start", START), end=kw.pop("end", END), **inputs, **kw
+    )
 
 
 def answer(release: Release) -> dict[str, dict[str, Any]]:
@@ -98,11 +122,32 @@ def answer(release: Release) -> dict[str, dict[str, Any]]:
 def test_all_is_pinned():
     assert edgar.__all__ == sorted(edgar.__all__, key=lambda s: (not s.isupper(), s[0].islower(), s))
     assert set(edgar.__all__) == {
-        "BUILDER", "DISSEMINATION_RULE", "EXTENDED_CUTOFF_FORMS", "FILING_DATE_RULE", "FLAG_REASONS",
-        "SEC_GENERATED_FORMS", "AcceptanceCheck", "Company", "EdgarBuild", "FormerName", "IndexEntry", "IndexFile",
-        "InputFile", "SubmissionFiling", "Submissions", "TickerMap", "assemble_filings", "build_edgar_release",
-        "check_acceptance", "expected_filing_date", "find_index_files", "is_sec_generated", "parse_index",
-        "read_index_file", "read_submissions", "read_ticker_map",
+        "BUILDER",
+        "DISSEMINATION_RULE",
+        "EXTENDED_CUTOFF_FORMS",
+        "FILING_DATE_RULE",
+        "FLAG_REASONS",
+        "SEC_GENERATED_FORMS",
+        "AcceptanceCheck",
+        "Company",
+        "EdgarBuild",
+        "FormerName",
+        "IndexEntry",
+        "IndexFile",
+        "InputFile",
+        "SubmissionFiling",
+        "Submissions",
+        "TickerMap",
+        "assemble_filings",
+        "build_edgar_release",
+        "check_acceptance",
+        "expected_filing_date",
+        "find_index_files",
+        "is_sec_generated",
+        "parse_index",
+        "read_index_file",
+        "read_submissions",
+        "read_ticker_map",
     }
 
 
@@ -127,7 +172,12 @@ def test_merge_rules(tmp_path: Path, inputs: dict[str, Path]):
     assert ak["0000320193-23-000010"]["issuer"] == "Apple Inc."
     # Index-only row: the index's name, no stamp, no ticker.
     other = ak["0000000999-23-000001"]
-    assert (other["issuer"], other["cik"], other["acceptance_at"], other["ticker"]) == ("OTHER CO", "999", None, None)
+    assert (other["issuer"], other["cik"], other["acceptance_at"], other["ticker"]) == (
+        "OTHER CO",
+        "999",
+        None,
+        None,
+    )
     # Issuer as of the filing date from formerNames; ticker from the map.
     assert ak["0000050863-23-000011"]["issuer"] == "INTEL CORP (OLD)"
     assert ak["0000320193-23-000006"]["ticker"] == "AAPL"
@@ -154,7 +204,11 @@ def test_flags_and_dissemination_in_arms_and_answer_key(tmp_path: Path, inputs: 
     shifted = {r["row_key"]: r for r in release.arm("shifted").to_dicts()}
     assert shifted[row_key_for(apple)]["disseminated_at"] == dt.datetime(2033, 2, 3, 11, 0, tzinfo=dt.UTC)
     acc = result.provenance["acceptance"]
-    assert (acc["rows_with_stamp_in_sources"], acc["rows_with_acceptance_at"], acc["rows_flagged"]) == (4, 3, 1)
+    assert (acc["rows_with_stamp_in_sources"], acc["rows_with_acceptance_at"], acc["rows_flagged"]) == (
+        4,
+        3,
+        1,
+    )
     assert acc["coverage"] == 0.6
     assert result.provenance["dissemination"]["rows_with_disseminated_at"] == 1
     assert result.pit_entries_moved == 0
@@ -168,7 +222,10 @@ def test_row_counts_equal_and_keys_reveal_nothing(tmp_path: Path, inputs: dict[s
     for k in keys[0]:
         assert "320193" not in k
         assert "2023" not in k
-    assert "accession" not in release.arm("redacted").columns or release.arm("redacted").get_column("accession").null_count() == 5
+    assert (
+        "accession" not in release.arm("redacted").columns
+        or release.arm("redacted").get_column("accession").null_count() == 5
+    )
 
 
 def test_same_inputs_give_byte_identical_release(tmp_path: Path, inputs: dict[str, Path]):
@@ -187,7 +244,13 @@ def test_same_inputs_give_byte_identical_release(tmp_path: Path, inputs: dict[st
         moved[k] = dst
     b = build(tmp_path / "b", moved)
     assert a.content_digest == b.content_digest
-    for rel in ("release.json", "arms/main.jsonl", "arms/redacted.jsonl", "arms/shifted.jsonl", "answer_key.jsonl"):
+    for rel in (
+        "release.json",
+        "arms/main.jsonl",
+        "arms/redacted.jsonl",
+        "arms/shifted.jsonl",
+        "answer_key.jsonl",
+    ):
         assert (a.path / rel).read_bytes() == (b.path / rel).read_bytes(), rel
     names = [(i["kind"], i["name"]) for i in a.provenance["inputs"]]
     assert names == [
@@ -215,13 +278,27 @@ def test_index_only_and_submissions_only(tmp_path: Path, inputs: dict[str, Path]
 
 def test_veterans_day_dissemination_moves_the_pit_entry(tmp_path: Path):
     rows = [
-        ("0000000001-22-000001", "2022-11-14", "8-K", "2022-11-10T23:00:00.000Z"),  # Thu 18:00 NY -> Mon 11-14
-        ("0000000001-22-000002", "2022-11-10", "8-K", "2022-11-10T15:00:00.000Z"),  # intraday: nothing to move
+        (
+            "0000000001-22-000001",
+            "2022-11-14",
+            "8-K",
+            "2022-11-10T23:00:00.000Z",
+        ),  # Thu 18:00 NY -> Mon 11-14
+        (
+            "0000000001-22-000002",
+            "2022-11-10",
+            "8-K",
+            "2022-11-10T15:00:00.000Z",
+        ),  # intraday: nothing to move
     ]
     (tmp_path / "subs").mkdir()
     (tmp_path / "subs" / "CIK0000000001.json").write_text(json.dumps(doc(1, "ONE CO", rows)))
     result = build_edgar_release(
-        tmp_path / "rel", name="vd", start=dt.date(2022, 11, 1), end=dt.date(2022, 11, 30), submissions=tmp_path / "subs"
+        tmp_path / "rel",
+        name="vd",
+        start=dt.date(2022, 11, 1),
+        end=dt.date(2022, 11, 30),
+        submissions=tmp_path / "subs",
     )
     assert result.pit_entries_moved == 1
     assert result.provenance["dissemination"]["pit_entries_moved_by_session"] == {"2022-11-11->2022-11-14": 1}
@@ -239,8 +316,10 @@ def test_empty_window_is_an_error_and_writes_nothing(tmp_path: Path, inputs: dic
 
 
 def test_bad_input_leaves_no_partial_release(tmp_path: Path, inputs: dict[str, Path]):
-    (inputs["index"] / "form.20230206.idx").write_text("<html><body>Request Rate Threshold Exceeded</body></html>")
-    with pytest.raises(ReleaseError, match="form.20230206.idx: an HTML page"):
+    (inputs["index"] / "form.20230206.idx").write_text(
+        "<html><body>Request Rate Threshold Exceeded</body></html>"
+    )
+    with pytest.raises(ReleaseError, match=r"form\.20230206\.idx: an HTML page"):
         build(tmp_path / "rel", inputs)
     assert not (tmp_path / "rel").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rel")]

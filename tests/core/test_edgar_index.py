@@ -12,15 +12,14 @@ import pytest
 from evalkit_core import ReleaseError
 from evalkit_core.edgar import find_index_files, parse_index, read_index_file
 
-PREAMBLE = """Description:           Daily Index of EDGAR Dissemination Feed by Form Type
+PREAMBLE = (
+    """Description:           Daily Index of EDGAR Dissemination Feed by Form Type
 Last Data Received:    February 3, 2023
 Comments:              webmaster@sec.gov
 Anonymous FTP:         ftp://ftp.sec.gov/edgar/
- 
- 
- 
- 
 """
+    + " \n" * 4
+)  # EDGAR pads the preamble with lines holding one space
 
 
 def fixed_width(titles: Sequence[str], widths: Sequence[int], rows: Sequence[Sequence[str]]) -> str:
@@ -37,7 +36,13 @@ FORM_TITLES = ("Form Type", "Company Name", "CIK", "Date Filed", "File Name")
 FORM_ROWS = (
     ("10-Q", "Apple Inc.", "320193", "20230203", "edgar/data/320193/0000320193-23-000006.txt"),
     ("SC 13G/A", "VANGUARD GROUP INC", "102909", "20230203", "edgar/data/102909/0001104659-23-011111.txt"),
-    ("DEF 14A", "A COMPANY WITH A NAME OF SEVERAL WORDS", "1000045", "20230203", "edgar/data/1000045/0000950170-23-002874.txt"),
+    (
+        "DEF 14A",
+        "A COMPANY WITH A NAME OF SEVERAL WORDS",
+        "1000045",
+        "20230203",
+        "edgar/data/1000045/0000950170-23-002874.txt",
+    ),
 )
 
 
@@ -87,9 +92,6 @@ Comments:              webmaster@sec.gov
 Anonymous FTP:         ftp://ftp.sec.gov/edgar/
 Cloud HTTP:            https://www.sec.gov/Archives/
 
- 
- 
- 
 CIK|Company Name|Form Type|Date Filed|Filename
 --------------------------------------------------------------------------------
 320193|Apple Inc.|10-Q|2023-02-03|edgar/data/320193/0000320193-23-000006.txt
@@ -99,7 +101,9 @@ CIK|Company Name|Form Type|Date Filed|Filename
 
 
 def test_master_idx_is_pipe_delimited_and_filtered_to_the_window():
-    entries, days, lines = parse_index(MASTER, name="master.idx", start=dt.date(2023, 1, 1), end=dt.date(2023, 3, 31))
+    entries, days, lines = parse_index(
+        MASTER, name="master.idx", start=dt.date(2023, 1, 1), end=dt.date(2023, 3, 31)
+    )
     assert lines == 3
     assert days == {dt.date(2023, 2, 3), dt.date(2023, 1, 10), dt.date(2023, 4, 27)}
     assert [(e.cik, e.company, e.form, e.date_filed.isoformat(), e.accession) for e in entries] == [
@@ -125,22 +129,41 @@ def test_read_index_file_gzip_and_plain_agree(tmp_path: Path):
 
 
 def test_find_index_files_ignores_other_files(tmp_path: Path):
-    for rel in ("2023/QTR1/form.20230203.idx", "2023/QTR1/master.20230203.idx.gz", "2023/QTR1/crawler.20230203.idx", "notes.txt", "full/form.idx"):
+    names = (
+        "2023/QTR1/form.20230203.idx",
+        "2023/QTR1/master.20230203.idx.gz",
+        "2023/QTR1/crawler.20230203.idx",
+        "notes.txt",
+        "full/form.idx",
+        "full/form.gz",
+        "full/form.Z",
+        "full/master.gz",
+        "full/master.zip",
+    )
+    for rel in names:
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("x")
     assert [rel for _, rel in find_index_files(tmp_path)] == [
         "2023/QTR1/form.20230203.idx",
         "2023/QTR1/master.20230203.idx.gz",
-        "full/form.idx",
+        "full/form.idx",  # preferred over its form.gz copy
+        "full/master.gz",
     ]
 
 
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        (b"<!DOCTYPE html>\n<html><body>Your Request Originates from an Undeclared Automated Tool</body></html>", "HTML page"),
-        (PREAMBLE.encode() + b"10-Q  Apple Inc.  320193  20230203  edgar/data/320193/0000320193-23-000006.txt\n", "no index header"),
+        (
+            b"<!DOCTYPE html>\n<html><body>Your Request Originates from an Undeclared Automated Tool</body></html>",
+            "HTML page",
+        ),
+        (
+            PREAMBLE.encode()
+            + b"10-Q  Apple Inc.  320193  20230203  edgar/data/320193/0000320193-23-000006.txt\n",
+            "no index header",
+        ),
         (b"", "no index header"),
         (b"\x1f\x9d\x90compressed", "compress (.Z)"),
         (gzip.compress(MASTER.encode())[:40], "gzip data is damaged or truncated"),
@@ -158,8 +181,8 @@ def test_bad_index_files_raise_one_error_naming_the_file(tmp_path: Path, content
 
 def test_bad_line_is_named_with_its_number():
     bad = MASTER.replace("50863|INTEL CORP|8-K|2023-04-27", "50863|INTEL CORP|8-K|2023-13-45")
-    with pytest.raises(ReleaseError, match=r"master\.idx: line 14: field 'Date Filed' is '2023-13-45'"):
+    with pytest.raises(ReleaseError, match=r"master\.idx: line 11: field 'Date Filed' is '2023-13-45'"):
         parse_index(bad, name="master.idx")
     bad = MASTER.replace("edgar/data/50863/0000050863-23-000030.txt", "edgar/data/50863/garbage.txt")
-    with pytest.raises(ReleaseError, match="line 14: field 'File Name'"):
+    with pytest.raises(ReleaseError, match="line 11: field 'File Name'"):
         parse_index(bad, name="master.idx")

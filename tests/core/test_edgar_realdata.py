@@ -27,7 +27,9 @@ pytestmark = [
 
 
 def _build(out: Path, submissions: Path = SUBMISSIONS) -> EdgarBuild:
-    return build_edgar_release(out, name="edgar-sample-2022q4-2023q1", start=START, end=END, submissions=submissions, tickers=TICKERS)
+    return build_edgar_release(
+        out, name="edgar-sample-2022q4-2023q1", start=START, end=END, submissions=submissions, tickers=TICKERS
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,9 @@ def test_two_builds_are_byte_identical_with_stable_row_keys(built: tuple[EdgarBu
     keys_a = Release.load(a.path).arm("main").select("accession", "row_key").sort("accession")
     keys_b = Release.load(b.path).arm("main").select("accession", "row_key").sort("accession")
     assert keys_a.equals(keys_b)
-    assert keys_a.filter(pl.col("accession") == APPLE_10Q).get_column("row_key").item() == row_key_for(APPLE_10Q)
+    assert keys_a.filter(pl.col("accession") == APPLE_10Q).get_column("row_key").item() == row_key_for(
+        APPLE_10Q
+    )
 
 
 def test_apple_10q_entries_under_each_clock(built: tuple[EdgarBuild, EdgarBuild]):

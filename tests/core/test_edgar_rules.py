@@ -17,7 +17,12 @@ def t(s: str) -> dt.datetime:
 
 def test_intraday_stamp_is_served_without_dissemination():
     c = check_acceptance("8-K", "0000320193-23-000001", dt.date(2023, 2, 2), "2023-02-02T21:00:00.000Z")
-    assert (c.served, c.real, c.disseminated_at, c.flags) == (t("2023-02-02T21:00:00"), t("2023-02-02T21:00:00"), None, ())
+    assert (c.served, c.real, c.disseminated_at, c.flags) == (
+        t("2023-02-02T21:00:00"),
+        t("2023-02-02T21:00:00"),
+        None,
+        (),
+    )
 
 
 def test_after_hours_stamp_is_disseminated_next_business_day_0600_new_york():
@@ -36,7 +41,9 @@ def test_veterans_day_is_skipped_by_the_filing_date_and_dissemination():
 
 
 def test_form_4_until_2200_keeps_its_day_and_is_not_delayed():
-    c = check_acceptance("4", "0001209191-22-061074", dt.date(2022, 12, 13), "2022-12-14T00:21:04.000Z")  # 19:21 NY
+    c = check_acceptance(
+        "4", "0001209191-22-061074", dt.date(2022, 12, 13), "2022-12-14T00:21:04.000Z"
+    )  # 19:21 NY
     assert c.flags == ()
     assert c.served is not None
     assert c.disseminated_at is None
@@ -80,7 +87,11 @@ def test_stamp_after_filing_date():
 
 @pytest.mark.parametrize(
     ("form", "accession"),
-    [("EFFECT", "9999999995-23-000679"), ("UPLOAD", "0000000000-23-000901"), ("NO ACT", "0000000001-23-000001")],
+    [
+        ("EFFECT", "9999999995-23-000679"),
+        ("UPLOAD", "0000000000-23-000901"),
+        ("NO ACT", "0000000001-23-000001"),
+    ],
 )
 def test_sec_generated_forms_are_always_flagged(form: str, accession: str):
     # Even a stamp that would agree with the filing date is not a filer's acceptance.

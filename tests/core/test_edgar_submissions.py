@@ -30,7 +30,14 @@ def arrays(rows: Sequence[tuple[str, str, str, str]]) -> dict[str, list[Any]]:
     }
 
 
-def main_doc(cik: int, name: str, rows: Sequence[tuple[str, str, str, str]], *, pages: Sequence[dict[str, Any]] = (), former: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def main_doc(
+    cik: int,
+    name: str,
+    rows: Sequence[tuple[str, str, str, str]],
+    *,
+    pages: Sequence[dict[str, Any]] = (),
+    former: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     return {
         "cik": f"{cik:010d}",
         "name": name,
@@ -49,14 +56,29 @@ PAGE = [
     ("0000320193-23-000001", "2023-01-05", "8-K", "2023-01-05T21:00:00.000Z"),
     ("0000320193-23-000006", "2023-02-03", "10-Q", "2023-02-02T23:01:30.000Z"),  # also in recent: merged once
 ]
-PAGE_ENTRY = {"name": "CIK0000320193-submissions-001.json", "filingCount": 2, "filingFrom": "2023-01-05", "filingTo": "2023-02-03"}
+PAGE_ENTRY = {
+    "name": "CIK0000320193-submissions-001.json",
+    "filingCount": 2,
+    "filingFrom": "2023-01-05",
+    "filingTo": "2023-02-03",
+}
 
 
 def write_docs(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "CIK0000320193.json").write_text(json.dumps(main_doc(320193, "Apple Inc.", RECENT, pages=[PAGE_ENTRY])))
+    (root / "CIK0000320193.json").write_text(
+        json.dumps(main_doc(320193, "Apple Inc.", RECENT, pages=[PAGE_ENTRY]))
+    )
     (root / "CIK0000320193-submissions-001.json").write_text(json.dumps(arrays(PAGE)))
-    (root / "CIK0000050863.json").write_text(json.dumps(main_doc(50863, "INTEL CORP", [("0000050863-23-000006", "2023-01-27", "10-K", "2023-01-26T18:31:20.000Z")])))
+    (root / "CIK0000050863.json").write_text(
+        json.dumps(
+            main_doc(
+                50863,
+                "INTEL CORP",
+                [("0000050863-23-000006", "2023-01-27", "10-K", "2023-01-26T18:31:20.000Z")],
+            )
+        )
+    )
 
 
 def accessions(subs: Any) -> list[tuple[str, str, str]]:
@@ -74,7 +96,11 @@ def test_directory_with_pages_merged(tmp_path: Path):
     ]
     assert sorted(subs.companies) == ["320193", "50863"]
     assert subs.companies["320193"].name == "Apple Inc."
-    assert [i.name for i in subs.inputs] == ["CIK0000050863.json", "CIK0000320193-submissions-001.json", "CIK0000320193.json"]
+    assert [i.name for i in subs.inputs] == [
+        "CIK0000050863.json",
+        "CIK0000320193-submissions-001.json",
+        "CIK0000320193.json",
+    ]
     assert all(i.sha256.startswith("sha256:") and i.kind == "submissions" for i in subs.inputs)
     stamp = {f.accession: f.acceptance for f in subs.filings}
     assert stamp["0000320193-23-000006"] == "2023-02-02T23:01:30.000Z"
@@ -134,21 +160,23 @@ def test_truncated_zip_member_names_the_member(tmp_path: Path):
 )
 def test_malformed_documents(tmp_path: Path, doc: Any, expected: str):
     (tmp_path / "CIK0000050863.json").write_text(json.dumps(doc))
-    with pytest.raises(ReleaseError, match="CIK0000050863.json") as err:
+    with pytest.raises(ReleaseError, match=r"CIK0000050863\.json") as err:
         read_submissions(tmp_path, start=START, end=END)
     assert expected in str(err.value)
 
 
 def test_page_without_main_document(tmp_path: Path):
     (tmp_path / "CIK0000320193-submissions-001.json").write_text(json.dumps(arrays(PAGE)))
-    with pytest.raises(ReleaseError, match="a submissions page without its main document CIK0000320193.json"):
+    with pytest.raises(
+        ReleaseError, match=r"a submissions page without its main document CIK0000320193\.json"
+    ):
         read_submissions(tmp_path, start=START, end=END)
 
 
 def test_missing_page_that_overlaps_the_window(tmp_path: Path):
     write_docs(tmp_path)
     (tmp_path / "CIK0000320193-submissions-001.json").unlink()
-    with pytest.raises(ReleaseError, match="lists page CIK0000320193-submissions-001.json"):
+    with pytest.raises(ReleaseError, match=r"lists page CIK0000320193-submissions-001\.json"):
         read_submissions(tmp_path, start=START, end=END)
     # A window the page does not reach needs no page.
     subs = read_submissions(tmp_path, start=dt.date(2023, 6, 1), end=dt.date(2023, 6, 30))
@@ -177,30 +205,51 @@ def test_issuer_name_as_of_the_filing():
 
 
 def test_former_names_are_read_as_new_york_dates(tmp_path: Path):
-    former = [{"name": "VectoIQ Acquisition Corp.", "from": "2018-02-28T05:00:00.000Z", "to": "2020-06-03T04:00:00.000Z"}]
+    former = [
+        {
+            "name": "VectoIQ Acquisition Corp.",
+            "from": "2018-02-28T05:00:00.000Z",
+            "to": "2020-06-03T04:00:00.000Z",
+        }
+    ]
     rows = [("0001731289-20-000001", "2020-05-01", "8-K", "2020-05-01T20:00:00.000Z")]
-    (tmp_path / "CIK0001731289.json").write_text(json.dumps(main_doc(1731289, "Nikola Corp", rows, former=former)))
+    (tmp_path / "CIK0001731289.json").write_text(
+        json.dumps(main_doc(1731289, "Nikola Corp", rows, former=former))
+    )
     subs = read_submissions(tmp_path, start=dt.date(2020, 5, 1), end=dt.date(2020, 5, 1))
     company = subs.companies["1731289"]
-    assert company.former_names == (FormerName("VectoIQ Acquisition Corp.", dt.date(2018, 2, 28), dt.date(2020, 6, 3)),)
+    assert company.former_names == (
+        FormerName("VectoIQ Acquisition Corp.", dt.date(2018, 2, 28), dt.date(2020, 6, 3)),
+    )
     assert company.name_on(dt.date(2020, 5, 1)) == "VectoIQ Acquisition Corp."
     assert company.name_on(dt.date(2020, 6, 4)) == "Nikola Corp"
 
 
 def test_ticker_map_formats(tmp_path: Path):
     plain = tmp_path / "company_tickers.json"
-    plain.write_text(json.dumps({
-        "0": {"cik_str": 1652044, "ticker": "GOOGL", "title": "Alphabet Inc."},
-        "10": {"cik_str": 1652044, "ticker": "GOOG", "title": "Alphabet Inc."},
-        "2": {"cik_str": 320193, "ticker": "AAPL", "title": "Apple Inc."},
-    }))
+    plain.write_text(
+        json.dumps(
+            {
+                "0": {"cik_str": 1652044, "ticker": "GOOGL", "title": "Alphabet Inc."},
+                "10": {"cik_str": 1652044, "ticker": "GOOG", "title": "Alphabet Inc."},
+                "2": {"cik_str": 320193, "ticker": "AAPL", "title": "Apple Inc."},
+            }
+        )
+    )
     m = read_ticker_map(plain)
     assert (m.get("1652044"), m.get("320193"), m.get("1")) == ("GOOGL", "AAPL", None)
     assert m.source.name == "company_tickers.json"
     exchange = tmp_path / "company_tickers_exchange.json"
-    exchange.write_text(json.dumps({"fields": ["cik", "name", "ticker", "exchange"], "data": [[320193, "Apple Inc.", "AAPL", "Nasdaq"]]}))
+    exchange.write_text(
+        json.dumps(
+            {
+                "fields": ["cik", "name", "ticker", "exchange"],
+                "data": [[320193, "Apple Inc.", "AAPL", "Nasdaq"]],
+            }
+        )
+    )
     assert read_ticker_map(exchange).get("320193") == "AAPL"
     bad = tmp_path / "tickers.json"
     bad.write_text('{"0": {"cik_str": "x", "ticker": 5}}')
-    with pytest.raises(ReleaseError, match="tickers.json: entry '0'"):
+    with pytest.raises(ReleaseError, match=r"tickers\.json: entry '0'"):
         read_ticker_map(bad)

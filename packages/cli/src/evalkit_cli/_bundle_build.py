@@ -64,17 +64,25 @@ def build_summary(result: EdgarBuild) -> dict[str, Any]:
 
 def build(
     submissions: Path | None = typer.Option(
-        None, "--submissions", help="Directory of CIK##########.json files (and page files), or submissions.zip."
+        None,
+        "--submissions",
+        help="Directory of CIK##########.json files (and page files), or submissions.zip.",
     ),
     index: Path | None = typer.Option(
-        None, "--index", help="Directory (searched recursively) or file of EDGAR daily/full-index .idx[.gz] files."
+        None,
+        "--index",
+        help="Directory (searched recursively) or file of EDGAR daily/full-index .idx[.gz] files.",
     ),
     tickers: Path | None = typer.Option(None, "--tickers", help="The SEC's company_tickers.json (optional)."),
     start: str = typer.Option(..., "--start", help="First filing date of the window (YYYY-MM-DD)."),
     end: str = typer.Option(..., "--end", help="Last filing date of the window (YYYY-MM-DD)."),
-    forms: str | None = typer.Option(None, "--forms", help="Comma-separated form types to keep, e.g. 8-K,10-Q."),
+    forms: str | None = typer.Option(
+        None, "--forms", help="Comma-separated form types to keep, e.g. 8-K,10-Q."
+    ),
     name: str = typer.Option(..., "--name", help="Release name."),
-    out: Path = typer.Option(..., "--out", help="Directory to write the release to (must not exist or be empty)."),
+    out: Path = typer.Option(
+        ..., "--out", help="Directory to write the release to (must not exist or be empty)."
+    ),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it already holds files."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
@@ -100,7 +108,12 @@ def build(
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        columns = (TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        columns = (
+            TextColumn("{task.description:<22}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
             result = build_edgar_release(out, progress=_Reporter(progress), **kwargs)
     else:

@@ -39,7 +39,14 @@ from evalkit_core.edgar._rules import FLAG_REASONS, check_acceptance
 from evalkit_core.edgar._submissions import Company, SubmissionFiling, Submissions, read_submissions
 from evalkit_core.edgar._tickers import TickerMap, read_ticker_map
 
-__all__ = ["BUILDER", "DISSEMINATION_RULE", "FILING_DATE_RULE", "EdgarBuild", "assemble_filings", "build_edgar_release"]
+__all__ = [
+    "BUILDER",
+    "DISSEMINATION_RULE",
+    "FILING_DATE_RULE",
+    "EdgarBuild",
+    "assemble_filings",
+    "build_edgar_release",
+]
 
 BUILDER = "evalkit.edgar/1"
 FILING_DATE_RULE = (
@@ -145,7 +152,9 @@ def assemble_filings(
     if start > end:
         raise ConfigError(f"--start {start} is after --end {end}")
     wanted = _normal_forms(forms)
-    src = _read_sources(start=start, end=end, submissions=submissions, index=index, tickers=tickers, progress=progress)
+    src = _read_sources(
+        start=start, end=end, submissions=submissions, index=index, tickers=tickers, progress=progress
+    )
 
     covered: set[dt.date] = set()
     idx_by_acc: dict[str, list[IndexEntry]] = {}
@@ -168,16 +177,21 @@ def assemble_filings(
         if progress is not None and k % 5000 == 0:
             progress("checking filings", k, total)
         ents = idx_by_acc.get(acc)
-        subs = sorted(sub_by_acc.get(acc, ()), key=lambda s: int(s.cik))
-        index_names: dict[str, str] = {}
+        subs: list[SubmissionFiling] = sub_by_acc.get(acc) or []
+        if len(subs) > 1:
+            subs = sorted(subs, key=lambda s: int(s.cik))
         if ents:
-            ents.sort(key=lambda e: (e.published_at, int(e.cik), e.form))
+            if len(ents) > 1:
+                ents.sort(key=lambda e: (e.published_at, int(e.cik), e.form))
             first = ents[0]
             filed, published, form = first.date_filed, first.published_at, first.form
-            if any(e.date_filed != filed for e in ents):
-                stats["index_date_conflicts"] += 1
-            for e in ents:
+            if not (start <= filed <= end) or (wanted is not None and form not in wanted):
+                continue
+            index_names = {first.cik: first.company}
+            for e in ents[1:]:
                 index_names.setdefault(e.cik, e.company)
+            if len(ents) > 1 and any(e.date_filed != filed for e in ents):
+                stats["index_date_conflicts"] += 1
             source = "index+submissions" if subs else "index"
         else:
             sub0 = subs[0]
@@ -187,14 +201,12 @@ def assemble_filings(
             if filed in covered:
                 stats["submissions_rows_not_in_index"] += 1
                 continue
+            index_names = {}
             source = "submissions"
-        if not (start <= filed <= end) or (wanted is not None and form not in wanted):
-            continue
-        ciks = sorted({*index_names, *(s.cik for s in subs)}, key=int)
-        cik = subs[0].cik if subs else ciks[0]
-        if len(ciks) > 1:
-            stats["multi_cik_accessions"] += 1
         sub = subs[0] if subs else None
+        cik = sub.cik if sub is not None else min(index_names, key=int)
+        if len(index_names) + len(subs) > 1 and len({*index_names, *(s.cik for s in subs)}) > 1:
+            stats["multi_cik_accessions"] += 1
         if sub is not None and ents and sub.filing_date != filed:
             stats["filing_date_disagreements"] += 1
         company = companies.get(cik)
@@ -243,8 +255,16 @@ def assemble_filings(
         raise ReleaseError(f"no filings{form_note} with a filing date in {start}..{end} in {where}")
     moved, moved_by = _dissemination_moves(filings)
     provenance = _provenance(
-        src=src, start=start, end=end, wanted=wanted, filings=filings, by_form=by_form, flags=flags, stats=stats,
-        moved=moved, moved_by=moved_by,
+        src=src,
+        start=start,
+        end=end,
+        wanted=wanted,
+        filings=filings,
+        by_form=by_form,
+        flags=flags,
+        stats=stats,
+        moved=moved,
+        moved_by=moved_by,
     )
     return filings, provenance
 
@@ -262,12 +282,17 @@ def _dissemination_moves(filings: Sequence[Filing]) -> tuple[int, dict[str, int]
             "acceptance_at": pl.Series([f.acceptance_at for f in rows], dtype=ts),
             "disseminated_at": pl.Series([f.disseminated_at for f in rows], dtype=ts),
         },
-        schema={"partition_date": pl.Date, "published_at": pl.Date, "acceptance_at": ts, "disseminated_at": ts},
+        schema={
+            "partition_date": pl.Date,
+            "published_at": pl.Date,
+            "acceptance_at": ts,
+            "disseminated_at": ts,
+        },
     )
     with_diss = with_entry(frame, "pit").get_column("entry_date")
-    without = with_entry(frame.with_columns(pl.lit(None, dtype=ts).alias("disseminated_at")), "pit").get_column(
-        "entry_date"
-    )
+    without = with_entry(
+        frame.with_columns(pl.lit(None, dtype=ts).alias("disseminated_at")), "pit"
+    ).get_column("entry_date")
     moves: Counter[str] = Counter()
     for a, b in zip(without.to_list(), with_diss.to_list(), strict=True):
         if a != b:
@@ -300,7 +325,11 @@ def _provenance(
         "kind": "edgar",
         "statement": "Built by evalkit from SEC EDGAR metadata the user downloaded; the inputs are listed with their sha256.",
         "builder": {"name": BUILDER, "evalkit_core_version": _builder_version()},
-        "window": {"start": start.isoformat(), "end": end.isoformat(), "by": "filing date (index Date Filed / filingDate)"},
+        "window": {
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "by": "filing date (index Date Filed / filingDate)",
+        },
         "forms_requested": list(wanted) if wanted is not None else "all",
         "inputs": [i.to_json() for i in sorted(inputs, key=lambda i: (i.kind, i.name))],
         "counts": {
@@ -371,9 +400,17 @@ def build_edgar_release(
     """Build a release from EDGAR inputs and write it atomically to ``out``. Same inputs, same bytes."""
     target = Path(out)
     if not overwrite and target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise ReleaseError(f"{target}: output directory exists and is not empty (choose another --out or --force)")
+        raise ReleaseError(
+            f"{target}: output directory exists and is not empty (choose another --out or --force)"
+        )
     filings, provenance = assemble_filings(
-        start=start, end=end, submissions=submissions, index=index, tickers=tickers, forms=forms, progress=progress
+        start=start,
+        end=end,
+        submissions=submissions,
+        index=index,
+        tickers=tickers,
+        forms=forms,
+        progress=progress,
     )
     if progress is not None:
         progress("writing release", 0, 1)

@@ -24,7 +24,8 @@ from evalkit_core.edgar._inputs import InputFile
 
 __all__ = ["INDEX_NAME", "IndexEntry", "IndexFile", "find_index_files", "parse_index", "read_index_file"]
 
-INDEX_NAME = re.compile(r"^(form|master|company)(?:\.(\d{8}))?\.idx(?:\.gz)?$")
+# form.20230203.idx, form.20230203.idx.gz (daily); form.idx, form.gz (full-index). .Z and .zip copies are ignored.
+INDEX_NAME = re.compile(r"^(form|master|company)(?:\.(\d{8}))?(\.idx|\.idx\.gz|\.gz)$")
 _ACCESSION = re.compile(r"^\d{10}-\d{2}-\d{6}$")
 _COLUMNS = {
     "CIK": "cik",
@@ -69,15 +70,24 @@ def find_index_files(root: Path) -> list[tuple[Path, str]]:
     if root.is_file():
         if not INDEX_NAME.match(root.name):
             raise ReleaseError(
-                f"{root}: not an EDGAR index file name (expected form|master|company[.YYYYMMDD].idx[.gz])"
+                f"{root}: not an EDGAR index file name (expected form|master|company[.YYYYMMDD].idx[.gz] or form.gz)"
             )
         return [(root, root.name)]
     if not root.is_dir():
         raise ReleaseError(f"{root}: --index path not found")
-    found = [(p, p.relative_to(root).as_posix()) for p in root.rglob("*") if p.is_file() and INDEX_NAME.match(p.name)]
+    # One copy per index: where a directory holds form.idx and form.gz (as full-index does), read the plain one.
+    best: dict[tuple[Path, str], tuple[int, Path]] = {}
+    for p in root.rglob("*"):
+        m = INDEX_NAME.match(p.name)
+        if m and p.is_file():
+            key = (p.parent, f"{m.group(1)}.{m.group(2) or ''}")
+            rank = (".idx", ".idx.gz", ".gz").index(m.group(3))
+            if key not in best or rank < best[key][0]:
+                best[key] = (rank, p)
+    found = [(p, p.relative_to(root).as_posix()) for _, p in best.values()]
     if not found:
         raise ReleaseError(
-            f"{root}: no EDGAR index files found (expected form|master|company[.YYYYMMDD].idx[.gz] files)"
+            f"{root}: no EDGAR index files found (expected form|master|company[.YYYYMMDD].idx[.gz] or form.gz files)"
         )
     return sorted(found, key=lambda t: t[1])
 
@@ -118,7 +128,9 @@ def _fixed_columns(header: str, name: str) -> list[tuple[str, int, int | None]]:
     fields = [f for _, f in starts]
     missing = [f for f in _REQUIRED if f not in fields]
     if missing:
-        raise ReleaseError(f"{name}: index header lacks column(s) {', '.join(missing)} (expected {_HEADER_HINT})")
+        raise ReleaseError(
+            f"{name}: index header lacks column(s) {', '.join(missing)} (expected {_HEADER_HINT})"
+        )
     out: list[tuple[str, int, int | None]] = []
     for k, (pos, field) in enumerate(starts):
         end = starts[k + 1][0] if k + 1 < len(starts) else None
@@ -131,7 +143,9 @@ def _pipe_columns(header: str, name: str) -> dict[str, int]:
     idx = {_COLUMNS[t]: i for i, t in enumerate(titles) if t in _COLUMNS}
     missing = [f for f in _REQUIRED if f not in idx]
     if missing:
-        raise ReleaseError(f"{name}: index header lacks column(s) {', '.join(missing)} (expected {_HEADER_HINT})")
+        raise ReleaseError(
+            f"{name}: index header lacks column(s) {', '.join(missing)} (expected {_HEADER_HINT})"
+        )
     return idx
 
 
@@ -154,9 +168,13 @@ class _Dates:
         return d
 
 
-def _rows(lines: list[str], first: int, header: str, name: str) -> Iterator[tuple[int, dict[str, str]]]:
+_Row = tuple[str, str, str, str, str]  # cik, company, form, date, file
+
+
+def _rows(lines: list[str], first: int, header: str, name: str) -> Iterator[tuple[int, _Row]]:
     if "|" in header:
         idx = _pipe_columns(header, name)
+        ci, ni, fi, di, pi = (idx[f] for f in _REQUIRED)
         width = max(idx.values()) + 1
         for n in range(first, len(lines)):
             line = lines[n]
@@ -167,24 +185,41 @@ def _rows(lines: list[str], first: int, header: str, name: str) -> Iterator[tupl
                 raise ReleaseError(
                     f"{name}: line {n + 1}: expected {width} '|'-separated fields, got {len(parts)}: {line[:80]!r}"
                 )
-            yield n, {f: parts[i].strip() for f, i in idx.items()}
+            yield (
+                n,
+                (
+                    parts[ci].strip(),
+                    parts[ni].strip(),
+                    parts[fi].strip(),
+                    parts[di].strip(),
+                    parts[pi].strip(),
+                ),
+            )
     else:
         cols = _fixed_columns(header, name)
+        spans = {f: (a, b) for f, a, b in cols}
+        (ca, cb), (na, nb), (fa, fb), (da, db), (pa, pb) = (spans[f] for f in _REQUIRED)
         for n in range(first, len(lines)):
             line = lines[n]
             if not line.strip():
                 continue
-            row = {f: line[a:b].strip() for f, a, b in cols}
+            row = (
+                line[ca:cb].strip(),
+                line[na:nb].strip(),
+                line[fa:fb].strip(),
+                line[da:db].strip(),
+                line[pa:pb].strip(),
+            )
             if not _plausible(row):
                 row = _right_anchored(line, cols) or row
             yield n, row
 
 
-def _plausible(row: dict[str, str]) -> bool:
-    return row["cik"].isdigit() and row["file"].startswith("edgar/") and len(row["date"]) in (8, 10)
+def _plausible(row: _Row) -> bool:
+    return row[0].isdigit() and row[4].startswith("edgar/") and len(row[3]) in (8, 10)
 
 
-def _right_anchored(line: str, cols: list[tuple[str, int, int | None]]) -> dict[str, str] | None:
+def _right_anchored(line: str, cols: list[tuple[str, int, int | None]]) -> _Row | None:
     """Re-read a line whose columns drifted (an over-long name): CIK, date and file name are single tokens at
     the end of the line in every fixed-width layout; the two text columns split at the header's offset."""
     order = [f for f, _, _ in cols]
@@ -194,8 +229,10 @@ def _right_anchored(line: str, cols: list[tuple[str, int, int | None]]) -> dict[
     if len(parts) != 4:
         return None
     head, cik, date, file = parts
-    (f0, _, _), (f1, b, _) = cols[0], cols[1]
-    row = {f0: head[:b].strip(), f1: head[b:].strip(), "cik": cik, "date": date, "file": file}
+    (f0, _, _), (_, b, _) = cols[0], cols[1]
+    first, second = head[:b].strip(), head[b:].strip()
+    company, form = (first, second) if f0 == "company" else (second, first)
+    row = (cik, company, form, date, file)
     return row if _plausible(row) else None
 
 
@@ -222,13 +259,14 @@ def parse_index(
     entries: list[IndexEntry] = []
     seen: set[dt.date] = set()
     count = 0
-    for n, row in _rows(lines, first, header, name):
+    for n, (cik, company, form, date_s, file) in _rows(lines, first, header, name):
         count += 1
-        cik, file, date_s = row["cik"], row["file"], row["date"]
         try:
             filed = dates(date_s)
         except ValueError:
-            raise ReleaseError(f"{name}: line {n + 1}: field 'Date Filed' is {date_s!r}, expected YYYYMMDD or YYYY-MM-DD") from None
+            raise ReleaseError(
+                f"{name}: line {n + 1}: field 'Date Filed' is {date_s!r}, expected YYYYMMDD or YYYY-MM-DD"
+            ) from None
         if not cik.isdigit():
             raise ReleaseError(f"{name}: line {n + 1}: field 'CIK' is {cik!r}, expected digits")
         accession = file.rsplit("/", 1)[-1].removesuffix(".txt")
@@ -242,9 +280,9 @@ def parse_index(
         entries.append(
             IndexEntry(
                 accession=accession,
-                cik=str(int(cik)),
-                company=row["company"],
-                form=row["form"],
+                cik=cik.lstrip("0") or "0",
+                company=company,
+                form=form,
                 date_filed=filed,
                 published_at=day or filed,
             )
@@ -263,7 +301,9 @@ def read_index_file(
     label = name or path.name
     m = INDEX_NAME.match(path.name)
     if not m:
-        raise ReleaseError(f"{path}: not an EDGAR index file name (expected form|master|company[.YYYYMMDD].idx[.gz])")
+        raise ReleaseError(
+            f"{path}: not an EDGAR index file name (expected form|master|company[.YYYYMMDD].idx[.gz] or form.gz)"
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:

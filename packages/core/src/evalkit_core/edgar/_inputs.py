@@ -20,7 +20,12 @@ class InputFile:
     members: int | None = None  # documents read from a zip archive
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "sha256": self.sha256, "bytes": self.size, "kind": self.kind}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "sha256": self.sha256,
+            "bytes": self.size,
+            "kind": self.kind,
+        }
         if self.members is not None:
             out["members_read"] = self.members
         return out

@@ -44,14 +44,40 @@ _ALWAYS = dt.date(1993, 1, 1)
 # Form type -> first day the 22:00 cut-off applied to it.
 EXTENDED_CUTOFF_FORMS: dict[str, dt.date] = {
     **dict.fromkeys(("3", "3/A", "4", "4/A", "5", "5/A"), _ALWAYS),
-    **dict.fromkeys(("F-1MEF", "F-3MEF", "F-4MEF", "N-14MEF", "N-2MEF", "POS 462B", "S-11MEF", "S-1MEF", "S-3MEF", "S-4MEF", "S-BMEF", "SC 14N", "SC 14N/A"), _ALWAYS),
+    **dict.fromkeys(
+        (
+            "F-1MEF",
+            "F-3MEF",
+            "F-4MEF",
+            "N-14MEF",
+            "N-2MEF",
+            "POS 462B",
+            "S-11MEF",
+            "S-1MEF",
+            "S-3MEF",
+            "S-4MEF",
+            "S-BMEF",
+            "SC 14N",
+            "SC 14N/A",
+        ),
+        _ALWAYS,
+    ),
     "144": dt.date(2023, 3, 20),
     "144/A": dt.date(2023, 3, 20),
     # Assumed from the 2023 Regulation 13D-G amendments (structured Schedules 13D/G on EDGAR, December 2024).
     # Before this date a late same-day schedule is flagged, which only ever makes the pit clock more cautious.
     **{
         f: dt.date(2024, 12, 18)
-        for f in ("SC 13D", "SC 13D/A", "SC 13G", "SC 13G/A", "SCHEDULE 13D", "SCHEDULE 13D/A", "SCHEDULE 13G", "SCHEDULE 13G/A")
+        for f in (
+            "SC 13D",
+            "SC 13D/A",
+            "SC 13G",
+            "SC 13G/A",
+            "SCHEDULE 13D",
+            "SCHEDULE 13D/A",
+            "SCHEDULE 13G",
+            "SCHEDULE 13G/A",
+        )
     },
 }
 
@@ -116,13 +142,17 @@ def check_acceptance(form: str, accession: str, filing_date: dt.date, stamp: str
     except ValueError:
         return AcceptanceCheck(served=None, real=None, disseminated_at=None, flags=("stamp_unparseable",))
     if is_sec_generated(form, accession):
-        return AcceptanceCheck(served=None, real=accepted, disseminated_at=None, flags=("sec_generated_form",))
+        return AcceptanceCheck(
+            served=None, real=accepted, disseminated_at=None, flags=("sec_generated_form",)
+        )
     expected = expected_filing_date(form, accepted)
     if expected == filing_date:
         local_day = accepted.astimezone(NEW_YORK).date()
         if expected == local_day:
             late_same_day = accepted.astimezone(NEW_YORK).time() > dt.time(17, 30)
-            return AcceptanceCheck(served=accepted, real=accepted, disseminated_at=None, extended_cutoff=late_same_day)
+            return AcceptanceCheck(
+                served=accepted, real=accepted, disseminated_at=None, extended_cutoff=late_same_day
+            )
         return AcceptanceCheck(served=accepted, real=accepted, disseminated_at=disseminated_at_for(accepted))
     as_new_york = accepted.replace(tzinfo=NEW_YORK)
     if expected < filing_date and expected_filing_date(form, as_new_york) == filing_date:

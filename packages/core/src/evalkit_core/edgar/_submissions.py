@@ -96,11 +96,15 @@ def _load(raw: bytes, name: str) -> dict[str, Any]:
         doc = json.loads(raw)
     except json.JSONDecodeError as exc:
         hint = " (truncated download?)" if exc.pos >= len(raw.rstrip()) - 1 else ""
-        raise ReleaseError(f"{name}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}") from None
+        raise ReleaseError(
+            f"{name}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}"
+        ) from None
     except UnicodeDecodeError as exc:
         raise ReleaseError(f"{name}: not valid JSON: not UTF-8 text ({exc.reason})") from None
     if not isinstance(doc, dict):
-        raise ReleaseError(f"{name}: expected a JSON object (a submissions document), got {type(doc).__name__}")
+        raise ReleaseError(
+            f"{name}: expected a JSON object (a submissions document), got {type(doc).__name__}"
+        )
     return doc  # pyright: ignore[reportUnknownVariableType]
 
 
@@ -126,7 +130,9 @@ def _filings_from_arrays(
     arr: dict[str, Any] = arrays  # pyright: ignore[reportUnknownVariableType]
     acc = _str_list(arr, "accessionNumber", where, name, None)
     if acc is None:
-        raise ReleaseError(f"{name}: field '{where}accessionNumber' missing (expected parallel filing arrays)")
+        raise ReleaseError(
+            f"{name}: field '{where}accessionNumber' missing (expected parallel filing arrays)"
+        )
     n = len(acc)
     dates = _str_list(arr, "filingDate", where, name, n)
     forms = _str_list(arr, "form", where, name, n)
@@ -143,13 +149,19 @@ def _filings_from_arrays(
         try:
             filed = dt.date.fromisoformat(d)
         except ValueError:
-            raise ReleaseError(f"{name}: field '{where}filingDate[{i}]' is {d!r}, expected YYYY-MM-DD") from None
+            raise ReleaseError(
+                f"{name}: field '{where}filingDate[{i}]' is {d!r}, expected YYYY-MM-DD"
+            ) from None
         a, f = acc[i], forms[i]
         if not isinstance(a, str) or not isinstance(f, str):
             raise ReleaseError(f"{name}: entry {i} of '{where}accessionNumber'/'{where}form' is not a string")
         s = stamps[i] if stamps is not None else None
         yield SubmissionFiling(
-            accession=a, cik=cik, form=f, filing_date=filed, acceptance=s if isinstance(s, str) and s else None
+            accession=a,
+            cik=cik,
+            form=f,
+            filing_date=filed,
+            acceptance=s if isinstance(s, str) and s else None,
         )
 
 
@@ -172,9 +184,14 @@ def _company(doc: Mapping[str, Any], cik: str, name: str) -> Company:
         for item in raw_former:  # pyright: ignore[reportUnknownVariableType]
             if isinstance(item, dict) and isinstance(item.get("name"), str):
                 it: dict[str, Any] = item  # pyright: ignore[reportUnknownVariableType]
-                former.append(FormerName(name=it["name"], start=_ny_date(it.get("from")), end=_ny_date(it.get("to"))))
+                former.append(
+                    FormerName(name=it["name"], start=_ny_date(it.get("from")), end=_ny_date(it.get("to")))
+                )
     raw_tickers: Any = doc.get("tickers") or []
-    tickers = tuple(t for t in raw_tickers if isinstance(t, str) and t) if isinstance(raw_tickers, list) else ()  # pyright: ignore[reportUnknownVariableType]
+    tickers: tuple[str, ...] = ()
+    if isinstance(raw_tickers, list):
+        items: list[Any] = raw_tickers  # pyright: ignore[reportUnknownVariableType]
+        tickers = tuple(t for t in items if isinstance(t, str) and t)
     return Company(cik=cik, name=title, former_names=tuple(former), tickers=tickers)
 
 
@@ -200,7 +217,9 @@ def _pages(doc: Mapping[str, Any], name: str) -> list[_Page]:
         for item in files:  # pyright: ignore[reportUnknownVariableType]
             if isinstance(item, dict) and isinstance(item.get("name"), str):
                 it: dict[str, Any] = item  # pyright: ignore[reportUnknownVariableType]
-                out.append(_Page(it["name"], str(it.get("filingFrom") or ""), str(it.get("filingTo") or "9999")))
+                out.append(
+                    _Page(it["name"], str(it.get("filingFrom") or ""), str(it.get("filingTo") or "9999"))
+                )
             else:
                 raise ReleaseError(f"{name}: field 'filings.files' holds an entry without a 'name'")
     return out
@@ -212,7 +231,9 @@ def _pages(doc: Mapping[str, Any], name: str) -> list[_Page]:
 class _Container:
     """A directory, a zip archive or a single file of submissions documents, read by member name."""
 
-    def __init__(self, names: dict[str, str], read: Callable[[str], bytes], label: Callable[[str], str]) -> None:
+    def __init__(
+        self, names: dict[str, str], read: Callable[[str], bytes], label: Callable[[str], str]
+    ) -> None:
         self.names = names  # base name -> member key
         self.read = read
         self.label = label
@@ -268,7 +289,9 @@ def read_submissions(
         documents += _read_container(container, lo, hi, ciks, companies, filings, progress)
         inputs.extend(hashed[k] for k in sorted(hashed))
         for z in zips:
-            n, source = _read_zip(z, z.relative_to(path).as_posix(), lo, hi, ciks, companies, filings, progress)
+            n, source = _read_zip(
+                z, z.relative_to(path).as_posix(), lo, hi, ciks, companies, filings, progress
+            )
             documents += n
             inputs.append(source)
     elif path.is_file() and path.suffix.lower() == ".zip":
@@ -277,7 +300,9 @@ def read_submissions(
         inputs.append(source)
     elif path.is_file():
         if not SUBMISSIONS_NAME.match(path.name):
-            raise ReleaseError(f"{path}: not a submissions document name (expected CIK##########.json or a .zip)")
+            raise ReleaseError(
+                f"{path}: not a submissions document name (expected CIK##########.json or a .zip)"
+            )
         raw = path.read_bytes()
         inputs.append(InputFile(name=path.name, sha256=_sha(raw), size=len(raw), kind="submissions"))
         container = _Container({path.name: path.name}, lambda _k: raw, lambda _k: str(path))
@@ -327,7 +352,9 @@ def _read_zip(
         container = _Container(names, read, lambda m: f"{path}:{m}")
         n = _read_container(container, lo, hi, ciks, companies, filings, progress)
     size = path.stat().st_size
-    return n, InputFile(name=label, sha256="sha256:" + h.hexdigest(), size=size, kind="submissions", members=n)
+    return n, InputFile(
+        name=label, sha256="sha256:" + h.hexdigest(), size=size, kind="submissions", members=n
+    )
 
 
 def _read_container(
@@ -383,7 +410,9 @@ def _read_container(
                     f"{name}: lists page {page.name} (filings {page.start}..{page.end}, overlapping the window) "
                     "but that file is not among the inputs; download it too"
                 )
-        wanted = {p.name for p in listed if p.start <= hi and lo <= p.end} | (present - {p.name for p in listed})
+        wanted = {p.name for p in listed if p.start <= hi and lo <= p.end} | (
+            present - {p.name for p in listed}
+        )
         for page_name in sorted(present & wanted):
             pkey = container.names[page_name]
             pname = container.label(pkey)

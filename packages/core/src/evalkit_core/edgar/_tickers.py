@@ -49,14 +49,20 @@ def read_ticker_map(path: Path) -> TickerMap:
     try:
         doc: Any = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReleaseError(f"{path}: not valid JSON ({exc}); expected the SEC's company_tickers.json") from None
+        raise ReleaseError(
+            f"{path}: not valid JSON ({exc}); expected the SEC's company_tickers.json"
+        ) from None
     pairs: list[tuple[str, str]] = []
     obj: dict[str, Any] = doc if isinstance(doc, dict) else {}  # pyright: ignore[reportUnknownVariableType]
     if "fields" in obj and "data" in obj:
         fields: Any = obj["fields"]
         data: Any = obj["data"]
-        if not (isinstance(fields, list) and "cik" in fields and "ticker" in fields and isinstance(data, list)):
-            raise ReleaseError(f"{path}: field 'fields' must list 'cik' and 'ticker', and 'data' must be an array")
+        if not (
+            isinstance(fields, list) and "cik" in fields and "ticker" in fields and isinstance(data, list)
+        ):
+            raise ReleaseError(
+                f"{path}: field 'fields' must list 'cik' and 'ticker', and 'data' must be an array"
+            )
         ci, ti = fields.index("cik"), fields.index("ticker")
         for n, row in enumerate(data):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
             if not isinstance(row, list) or len(row) <= max(ci, ti):  # pyright: ignore[reportUnknownArgumentType]
@@ -77,12 +83,15 @@ def read_ticker_map(path: Path) -> TickerMap:
     for cik, ticker in pairs:
         by_cik.setdefault(cik, ticker)
     return TickerMap(
-        by_cik=by_cik, source=InputFile(name=path.name, sha256=digest_bytes(raw), size=len(raw), kind="tickers")
+        by_cik=by_cik,
+        source=InputFile(name=path.name, sha256=digest_bytes(raw), size=len(raw), kind="tickers"),
     )
 
 
 def _pair(path: Path, where: str, cik: Any, ticker: Any) -> tuple[str, str]:
     c = _cik(cik)
     if c is None or not isinstance(ticker, str) or not ticker:
-        raise ReleaseError(f"{path}: entry {where!r}: expected a numeric cik and a ticker string, got {cik!r}, {ticker!r}")
+        raise ReleaseError(
+            f"{path}: entry {where!r}: expected a numeric cik and a ticker string, got {cik!r}, {ticker!r}"
+        )
     return c, ticker
