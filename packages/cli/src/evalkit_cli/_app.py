@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from evalkit_cli import _bundle, _models, _pit
-from evalkit_cli import _tasks
+from evalkit_cli import _bundle, _models, _pit, _tasks
 from evalkit_cli._errors import run_app
 from evalkit_cli._eval import eval_command
 from evalkit_cli._version import version_callback

@@ -17,31 +17,33 @@ def _rate(value: object) -> str:
 
 def eval_command(
     tasks: Path = typer.Option(..., "--tasks", help="Task bank directory."),
-    solver: str = typer.Option(..., "--solver", help="reference, or replay:FILE.jsonl (lines of task_id and completion)."),
-    k: int | None = typer.Option(None, "--k", help="Samples per task (reference: repeat; replay: keep the first K)."),
+    solver: str = typer.Option(
+        ..., "--solver", help="reference, or replay:FILE.jsonl (lines of task_id and completion)."
+    ),
+    k: int | None = typer.Option(
+        None, "--k", help="Samples per task (reference: repeat; replay: keep the first K)."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Write one JSON line per rollout here."),
-    receipt: Path | None = typer.Option(None, "--receipt", help="Write a receipt binding tasks, settings and results."),
-    workers: int | None = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
+    receipt: Path | None = typer.Option(
+        None, "--receipt", help="Write a receipt binding tasks, settings and results."
+    ),
+    workers: int | None = typer.Option(None, "--workers", help="Sandbox workers (default: two per CPU, at most 8)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""
     from evalkit import run_eval
 
-    progress = None
     if sys.stderr.isatty() and not as_json:
         from rich.progress import Progress
 
         bar = Progress(transient=True)
-        task_id = bar.add_task("grading", total=None)
-        bar.start()
+        bar_id = bar.add_task("grading", total=None)
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task_id, completed=done, total=total)
+        def show(done: int, total: int) -> None:
+            bar.update(bar_id, completed=done, total=total)
 
-        try:
-            report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers, progress=progress)
-        finally:
-            bar.stop()
+        with bar:
+            report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers, progress=show)
     else:
         report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers)
     s = report.summary
@@ -55,8 +57,12 @@ def eval_command(
         }
         typer.echo(json.dumps(payload, ensure_ascii=False))
         return
-    typer.echo(f"tasks {s['tasks']}  rollouts {s['rollouts']}  scored {s['scored']}  infra errors {s['infra_errors']}")
-    typer.echo(f"public pass rate {_rate(s['public_pass_rate'])}  hidden pass rate {_rate(s['hidden_pass_rate'])}  gap {_rate(s['gap'])}")
+    typer.echo(
+        f"tasks {s['tasks']}  rollouts {s['rollouts']}  scored {s['scored']}  infra errors {s['infra_errors']}"
+    )
+    typer.echo(
+        f"public pass rate {_rate(s['public_pass_rate'])}  hidden pass rate {_rate(s['hidden_pass_rate'])}  gap {_rate(s['gap'])}"
+    )
     if report.results_path:
         typer.echo(f"results {report.results_path}")
     if report.receipt_path:

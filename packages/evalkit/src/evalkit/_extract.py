@@ -11,7 +11,9 @@ from evalkit._tasks import JSON
 
 __all__ = ["ExtractionError", "extract_code", "extract_json"]
 
-_FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
+_FENCE = re.compile(
+    r"^[ \t]*(```+|~~~+)[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE
+)
 _CODE_LANGS = ("", "python", "py", "python3")
 _JSON_LANGS = ("", "json", "jsonc", "javascript", "js")
 
@@ -32,7 +34,9 @@ def _defines(source: str, name: str) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
             return True
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
             return True
     return False
 

@@ -58,7 +58,14 @@ RunStatus = Literal["value", "done", "raised", "timeout", "crash", "bad_return",
 LoadStatus = Literal["ok", "raised", "timeout", "crash", "missing", "infra"]
 _STATUSES = ("value", "done", "raised", "timeout", "crash", "bad_return")
 
-DEFAULT_UID_BASE = 61000
+_UID_FLOOR = 200_000  # far above any uid in /etc/passwd; these uids own nothing that outlives a job
+_instances = iter(range(1 << 30))
+
+
+def _default_uid_base() -> int:
+    """A uid block of 8 per Sandbox, distinct across live processes (pid) and instances in one process, so
+    that one sandbox's RLIMIT_NPROC and process sweeps never touch another's children."""
+    return _UID_FLOOR + ((os.getpid() % 100_000) * 16 + next(_instances) % 16) * 8
 
 
 @attrs.frozen
@@ -66,7 +73,9 @@ class SandboxLimits:
     """Per-test CPU seconds, the wall-clock allowance, and the rlimits of every sandboxed child."""
 
     cpu_seconds: float = 3.0
-    wall_seconds: float | None = None  # default: 3 x cpu + 2 (generous: CPU time is the fair measure under load)
+    wall_seconds: float | None = (
+        None  # default: 3 x cpu + 2 (generous: CPU time is the fair measure under load)
+    )
     memory_bytes: int = 1 << 30
     file_bytes: int = 16 << 20
     open_files: int = 64
@@ -99,7 +108,12 @@ class Isolation:
     interpreter: str
 
     def to_json(self) -> dict[str, JSON]:
-        return {"user": self.user, "network": self.network, "filesystem": self.filesystem, "interpreter": self.interpreter}
+        return {
+            "user": self.user,
+            "network": self.network,
+            "filesystem": self.filesystem,
+            "interpreter": self.interpreter,
+        }
 
 
 @attrs.frozen
@@ -164,14 +178,23 @@ def _probe() -> _Plan:
     netns = False
     if unshare and is_root:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            netns = subprocess.run([unshare, "--mount", "--net", "--", "true"], check=False, timeout=10, capture_output=True).returncode == 0
+            netns = (
+                subprocess.run(
+                    [unshare, "--mount", "--net", "--", "true"], check=False, timeout=10, capture_output=True
+                ).returncode
+                == 0
+            )
     bind_prefix: str | None = None
     drop_user = is_root
     if is_root:
         stdlib = sysconfig.get_paths()["stdlib"]
         if not (_world_reachable(python) and _world_reachable(stdlib)):
             prefix = os.path.realpath(sys.base_prefix)
-            if netns and python.startswith(prefix + "/") and os.path.realpath(stdlib).startswith(prefix + "/"):
+            if (
+                netns
+                and python.startswith(prefix + "/")
+                and os.path.realpath(stdlib).startswith(prefix + "/")
+            ):
                 bind_prefix = prefix
             else:
                 drop_user = False
@@ -219,9 +242,18 @@ class _Template:
             mnt.mkdir(exist_ok=True)
             python = str(mnt / Path(plan.python).relative_to(plan.bind_prefix))
             cmd = [
-                "unshare", "--mount", "--net", "--", "/bin/sh", "-c",
+                "unshare",
+                "--mount",
+                "--net",
+                "--",
+                "/bin/sh",
+                "-c",
                 'mount --bind "$0" "$1" && exec "$2" -s -S -P -c "$3" "$4"',
-                plan.bind_prefix, str(mnt), python, code, *args,
+                plan.bind_prefix,
+                str(mnt),
+                python,
+                code,
+                *args,
             ]
         elif plan.netns:
             cmd = ["unshare", "--net", "--", plan.python, "-s", "-S", "-P", "-c", code, *args]
@@ -333,7 +365,12 @@ def _no_constant(name: str) -> float:
 
 
 def _infra(n: int, reason: str) -> SandboxRun:
-    return SandboxRun(tests=tuple(TestRun("not_run") for _ in range(n)), load_status="infra", load_error=reason, infra_error=reason)
+    return SandboxRun(
+        tests=tuple(TestRun("not_run") for _ in range(n)),
+        load_status="infra",
+        load_error=reason,
+        infra_error=reason,
+    )
 
 
 def _parse_reply(reply: object, n: int) -> SandboxRun:
@@ -415,13 +452,23 @@ class Sandbox:
     ``run_many`` spreads candidates over the slots.
     """
 
-    def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None, uid_base: int = DEFAULT_UID_BASE) -> None:
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        workers: int | None = None,
+        uid_base: int | None = None,
+    ) -> None:
         self.limits = limits or SandboxLimits()
-        self.workers = max(1, workers or os.cpu_count() or 1)
+        # two per CPU by default: a worker spends much of its time waiting on a pipe, not computing
+        self.workers = max(1, min(8, workers or 2 * (os.cpu_count() or 1)))
+        uid_base = uid_base if uid_base is not None else _default_uid_base()
         self._plan = _probe()
         self._base = Path(tempfile.mkdtemp(prefix="evalkit-sandbox-"))
         self._base.chmod(0o711)
-        self._templates = [_Template(self._plan, self._base, slot, self.limits, uid_base) for slot in range(self.workers)]
+        self._templates = [
+            _Template(self._plan, self._base, slot, self.limits, uid_base) for slot in range(self.workers)
+        ]
         self._free: queue.Queue[_Template] = queue.Queue()
         for t in self._templates:
             self._free.put(t)
@@ -440,7 +487,9 @@ class Sandbox:
             user = "unchanged (not root)"
         return Isolation(
             user=user,
-            network="network namespace without routes" if plan.netns else "audit hook only (unshare unavailable)",
+            network="network namespace without routes"
+            if plan.netns
+            else "audit hook only (unshare unavailable)",
             filesystem="own directory; writes elsewhere refused by the audit hook and file permissions",
             interpreter=plan.python,
         )
@@ -486,7 +535,9 @@ class Sandbox:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 

@@ -10,89 +10,121 @@ candidate cannot know. The template enforces the wall-clock deadlines, kills the
 re-forks a fresh child for the tests after one that crashed or hung, so every test gets an honest verdict.
 """
 
+# The template keeps to os-level calls: it runs in a bare interpreter and forks per job.
+# ruff: noqa: PTH102, PTH118, PTH123, PTH202
+# Everything this script handles is parsed JSON from its own protocol, checked where it matters; strict
+# inference over those untyped dicts would only add casts. It is never imported by evalkit.
+# pyright: basic
+
 from __future__ import annotations
 
+# Modules candidates often use; importing them once here makes every forked child start warm.
+import bisect  # noqa: F401
 import builtins
+import collections  # noqa: F401
+import contextlib
+import fractions  # noqa: F401
+import functools  # noqa: F401
+import gc
+import hashlib  # noqa: F401
+import heapq  # noqa: F401
+import itertools  # noqa: F401
 import json
+import math  # noqa: F401
 import os
+import random  # noqa: F401
+import re  # noqa: F401
 import resource
 import select
 import shutil
 import signal
+import string  # noqa: F401
 import sys
 import time
-
-# Modules candidates often use; importing them once here makes every forked child start warm.
-import bisect  # noqa: F401
-import collections  # noqa: F401
-import fractions  # noqa: F401
-import functools  # noqa: F401
-import hashlib  # noqa: F401
-import heapq  # noqa: F401
-import itertools  # noqa: F401
-import math  # noqa: F401
-import random  # noqa: F401
-import re  # noqa: F401
-import string  # noqa: F401
 import typing  # noqa: F401
 
 _CHANNEL_FD = 3
 _MAX_LINE = 1 << 20
 
 
-class _Timeout(BaseException):
-    """Raised inside the child by the CPU-time timer."""
+class _Tools:
+    """The harness's own references, taken before any candidate code runs.
 
+    A candidate can rebind names in ``builtins``, in ``json`` or in this very module (``import __main__``); the
+    harness therefore never looks anything up after the candidate has loaded: it only calls these captured
+    objects, and it writes results with its own small JSON encoder.
+    """
 
-class _Unplain(Exception):  # noqa: N818
-    """A return value is not made of plain built-in types."""
+    __slots__ = ("clean_builtins", "encode", "plain_py", "timeout", "unplain")
 
+    def __init__(self) -> None:
+        _type, _float_repr, _int_repr = type, float.__repr__, int.__repr__
+        _enc_str = json.encoder.encode_basestring_ascii
+        _list, _tuple, _dict, _set, _frozenset = list, tuple, dict, set, frozenset
+        _bool, _int, _float, _str = bool, int, float, str
+        atoms = (type(None), bool, int, float, str, bytes, complex)
+        inf = float("inf")
 
-def _plain_json(value: object, depth: int = 0) -> object:
-    """A copy of ``value`` made only of exact JSON types; refuses anything else (and NaN)."""
-    if depth > 200:
-        raise _Unplain("return value nested too deeply")
-    t = type(value)
-    if value is None or t is bool or t is str or t is int:
-        return value
-    if t is float:
-        f: float = value  # type: ignore[assignment]
-        if f != f or f in (float("inf"), float("-inf")):
-            raise _Unplain(f"return value contains a non-finite float ({f!r})")
-        return f
-    if t is list or t is tuple:
-        return [_plain_json(v, depth + 1) for v in value]  # type: ignore[union-attr]
-    if t is dict:
-        out: dict[str, object] = {}
-        for k, v in value.items():  # type: ignore[union-attr]
-            if type(k) is not str:
-                raise _Unplain(f"return value has a non-string dict key of type {type(k).__name__}")
-            out[k] = _plain_json(v, depth + 1)
-        return out
-    raise _Unplain(f"return value of type {t.__name__} is not JSON (expected int, float, str, bool, None, list, dict)")
+        class Unplain(Exception):  # noqa: N818
+            pass
 
+        class Timeout(BaseException):
+            pass
 
-_PLAIN_ATOMS = (type(None), bool, int, float, str, bytes, complex)
+        def encode(v: object, depth: int = 0) -> str:
+            if depth > 200:
+                raise Unplain("return value nested too deeply")
+            t = _type(v)
+            if v is None:
+                return "null"
+            if t is _bool:
+                return "true" if v else "false"
+            if t is _int:
+                try:
+                    return _int_repr(v)  # type: ignore[arg-type]
+                except ValueError:
+                    raise Unplain("return value is an integer too large to write") from None
+            if t is _float:
+                if v != v or v in (inf, -inf):  # noqa: PLR0124
+                    raise Unplain(f"return value contains a non-finite float ({_float_repr(v)})")  # type: ignore[arg-type]
+                return _float_repr(v)  # type: ignore[arg-type]
+            if t is _str:
+                return _enc_str(v)  # type: ignore[arg-type]
+            if t is _list or t is _tuple:
+                return "[" + ",".join([encode(x, depth + 1) for x in v]) + "]"  # type: ignore[union-attr]
+            if t is _dict:
+                parts: list[str] = []
+                for k, x in _dict.items(v):  # type: ignore[arg-type]
+                    if _type(k) is not _str:
+                        raise Unplain("return value has a dict key that is not a string")
+                    parts.append(_enc_str(k) + ":" + encode(x, depth + 1))
+                return "{" + ",".join(parts) + "}"
+            raise Unplain("return value is not JSON (expected int, float, str, bool, None, list, dict)")
 
+        def plain_py(v: object, depth: int = 0) -> object:
+            """A copy made only of exact built-in types, for assert-style checks (defeats a custom ``__eq__``)."""
+            if depth > 200:
+                raise Unplain("return value nested too deeply")
+            t = _type(v)
+            if t in atoms:
+                return v
+            if t is _list:
+                return [plain_py(x, depth + 1) for x in v]  # type: ignore[union-attr]
+            if t is _tuple:
+                return _tuple([plain_py(x, depth + 1) for x in v])  # type: ignore[union-attr]
+            if t is _set:
+                return _set([plain_py(x, depth + 1) for x in v])  # type: ignore[union-attr]
+            if t is _frozenset:
+                return _frozenset([plain_py(x, depth + 1) for x in v])  # type: ignore[union-attr]
+            if t is _dict:
+                return {plain_py(k, depth + 1): plain_py(x, depth + 1) for k, x in _dict.items(v)}  # type: ignore[arg-type]
+            raise Unplain("return value is not a plain built-in type")
 
-def _plain_py(value: object, depth: int = 0) -> object:
-    """A copy of ``value`` made only of exact built-in types, for assert-style checks (defeats custom ``__eq__``)."""
-    if depth > 200:
-        raise _Unplain("return value nested too deeply")
-    t = type(value)
-    if t in _PLAIN_ATOMS:
-        return value
-    if t is list:
-        return [_plain_py(v, depth + 1) for v in value]  # type: ignore[union-attr]
-    if t is tuple:
-        return tuple(_plain_py(v, depth + 1) for v in value)  # type: ignore[union-attr]
-    if t is set:
-        return {_plain_py(v, depth + 1) for v in value}  # type: ignore[union-attr]
-    if t is frozenset:
-        return frozenset(_plain_py(v, depth + 1) for v in value)  # type: ignore[union-attr]
-    if t is dict:
-        return {_plain_py(k, depth + 1): _plain_py(v, depth + 1) for k, v in value.items()}  # type: ignore[union-attr]
-    raise _Unplain(f"return value of type {t.__name__} is not a plain built-in type")
+        self.encode = encode
+        self.plain_py = plain_py
+        self.unplain: type[Exception] = Unplain
+        self.timeout: type[BaseException] = Timeout
+        self.clean_builtins = dict(builtins.__dict__)
 
 
 def _install_audit_hook(workdir: str) -> None:
@@ -103,19 +135,62 @@ def _install_audit_hook(workdir: str) -> None:
     prefix = workdir.rstrip("/") + "/"
     blocked = frozenset(
         {
-            "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "subprocess.Popen",
-            "os.kill", "os.killpg", "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
-            "socket.gethostbyname", "socket.gethostbyaddr", "socket.sendto", "sys._current_frames",
-            "gc.get_objects", "gc.get_referrers", "gc.get_referents", "object.__getattr__",
-            "sys.addaudithook", "sys.settrace", "sys.setprofile", "resource.setrlimit", "resource.prlimit",
-            "os.setuid", "os.setgid", "os.chroot", "pty.spawn", "signal.pthread_kill", "os.unshare",
+            "os.system",
+            "os.exec",
+            "os.posix_spawn",
+            "os.spawn",
+            "os.fork",
+            "os.forkpty",
+            "subprocess.Popen",
+            "os.kill",
+            "os.killpg",
+            "socket.__new__",
+            "socket.connect",
+            "socket.bind",
+            "socket.getaddrinfo",
+            "socket.gethostbyname",
+            "socket.gethostbyaddr",
+            "socket.sendto",
+            "sys._current_frames",
+            "gc.get_objects",
+            "gc.get_referrers",
+            "gc.get_referents",
+            "object.__getattr__",
+            "sys.addaudithook",
+            "sys.settrace",
+            "sys.setprofile",
+            "resource.setrlimit",
+            "resource.prlimit",
+            "os.setuid",
+            "os.setgid",
+            "os.chroot",
+            "pty.spawn",
+            "signal.pthread_kill",
+            "os.unshare",
         }
     )
     path_events = frozenset(
         {
-            "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.symlink", "os.link", "os.chmod", "os.chown",
-            "os.truncate", "os.utime", "os.chflags", "os.lchflags", "os.mkfifo", "os.mknod", "shutil.rmtree",
-            "shutil.move", "shutil.copyfile", "shutil.copytree", "os.setxattr", "os.removexattr",
+            "os.remove",
+            "os.rename",
+            "os.rmdir",
+            "os.mkdir",
+            "os.symlink",
+            "os.link",
+            "os.chmod",
+            "os.chown",
+            "os.truncate",
+            "os.utime",
+            "os.chflags",
+            "os.lchflags",
+            "os.mkfifo",
+            "os.mknod",
+            "shutil.rmtree",
+            "shutil.move",
+            "shutil.copyfile",
+            "shutil.copytree",
+            "os.setxattr",
+            "os.removexattr",
         }
     )
 
@@ -129,16 +204,19 @@ def _install_audit_hook(workdir: str) -> None:
 
     def hook(event: str, args: tuple[object, ...]) -> None:
         if event == "open":
-            path, mode, flags = (args + (None, None, None))[:3]
+            path, mode, flags = ((*args, None, None, None))[:3]
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+                isinstance(flags, int)
+                and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
             )
             if isinstance(path, str | bytes):
                 sp = path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else path
                 if realpath(join(getcwd(), sp)).startswith(("/proc", "/sys/kernel")):
                     raise PermissionError(f"sandbox: reading {sp!r} is not allowed")
                 if writing and not inside(path):
-                    raise PermissionError(f"sandbox: writing {sp!r} outside the sandbox directory is not allowed")
+                    raise PermissionError(
+                        f"sandbox: writing {sp!r} outside the sandbox directory is not allowed"
+                    )
             return
         if event == "sys._getframe":
             raise ValueError("sandbox: frame access is not allowed")
@@ -150,13 +228,18 @@ def _install_audit_hook(workdir: str) -> None:
     sys.addaudithook(hook)
 
 
-def _child_main(job: dict[str, object], settings: dict[str, object], workdir: str, wfd: int, out_fd: int, first: int) -> None:
+def _child_main(
+    job: dict[str, object], settings: dict[str, object], workdir: str, wfd: int, out_fd: int, first: int
+) -> None:
     """Runs in the forked child. Never returns: always ends with ``os._exit``."""
-    write = os.write
-    dumps = json.dumps
-    setitimer = signal.setitimer
-    prof = signal.ITIMER_PROF
-    clean_builtins = dict(builtins.__dict__)
+    tools = _Tools()
+    write, exit_now, setitimer, prof = os.write, os._exit, signal.setitimer, signal.ITIMER_PROF
+    enc_str = json.encoder.encode_basestring_ascii
+    _exec, _compile, _dict, _str, _type, _callable = exec, compile, dict, str, type, callable
+    _len, _range, _int_repr, _base_exc = len, range, int.__repr__, BaseException
+    channel, max_line = _CHANNEL_FD, _MAX_LINE
+    encode, plain_py, clean_builtins = tools.encode, tools.plain_py, tools.clean_builtins
+    timeout_exc, unplain_exc = tools.timeout, tools.unplain
     try:
         os.setsid()
         nullfd = os.open(os.devnull, os.O_RDONLY)
@@ -187,118 +270,127 @@ def _child_main(job: dict[str, object], settings: dict[str, object], workdir: st
         os.environ.clear()
         os.environ.update({"HOME": workdir, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": workdir})
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        # line-buffered, so what a candidate printed survives a later crash or os._exit
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        streams = (sys.stdout, sys.stderr)
         nonce = os.urandom(16).hex()
     except BaseException as exc:  # setup failed: the template reports an infrastructure error
         try:
-            write(wfd, (dumps({"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
+            write(
+                wfd,
+                (json.dumps({"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"}) + "\n").encode(),
+            )
         finally:
             os._exit(70)
 
-    def send(msg: dict[str, object]) -> None:
-        msg["n"] = nonce
-        try:
-            data = dumps(msg, allow_nan=False, ensure_ascii=True)
-        except (ValueError, TypeError, RecursionError) as exc:
-            data = dumps({"t": msg.get("t"), "i": msg.get("i"), "status": "bad_return", "error": str(exc)[:300], "n": nonce})
-        if len(data) > _MAX_LINE:
-            data = dumps({"t": msg.get("t"), "i": msg.get("i"), "status": "bad_return", "error": "return value too large", "n": nonce})
-        data += "\n"
-        raw = data.encode()
+    def send(head: str, tail: str = "") -> None:
+        # head: '"t":"...",...' fields already encoded; every message carries the nonce
+        for stream in streams:
+            # not contextlib.suppress: after the candidate loads, no module global may be looked up
+            try:  # noqa: SIM105
+                stream.flush()
+            except _base_exc:
+                pass
+        raw = ("{" + head + tail + ',"n":"' + nonce + '"}\n').encode()
         while raw:
-            raw = raw[write(_CHANNEL_FD, raw):]
+            raw = raw[write(channel, raw) :]
+
+    def text_of(exc: BaseException) -> str:
+        try:
+            name = _type(exc).__name__
+            name = name if _type(name) is _str else "?"
+        except _base_exc:
+            name = "?"
+        try:
+            msg = _str(exc)
+            msg = msg[:300] if _type(msg) is _str else ""
+        except _base_exc:
+            msg = "<unprintable>"
+        return '"error_type":' + enc_str(name) + ',"error":' + enc_str(msg)
 
     armed = [False]
 
     def on_prof(_signum: int, _frame: object) -> None:
         if armed[0]:
-            raise _Timeout
+            raise timeout_exc
 
     signal.signal(signal.SIGPROF, on_prof)
     cpu = float(settings["cpu_seconds"])  # type: ignore[arg-type]
-    send({"t": "ready"})
+    send('"t":"ready"')
     _install_audit_hook(workdir)
 
     ns: dict[str, object] = {"__name__": "__candidate__", "__builtins__": builtins}
     source = job["source"]
     assert isinstance(source, str)
-    load: dict[str, object]
+    entry = job["entry_point"]
+    assert isinstance(entry, str)
+    tests = job["tests"]
+    assert isinstance(tests, list)
+    n_tests = len(tests)  # pyright: ignore[reportUnknownArgumentType]
+    loaded = '"status":"ok"'
     try:
         armed[0] = True
         setitimer(prof, cpu, 0.05)
         try:
-            exec(compile(source, "<candidate>", "exec"), ns)  # noqa: S102
+            _exec(_compile(source, "<candidate>", "exec"), ns)
         finally:
             armed[0] = False
             setitimer(prof, 0, 0)
-        load = {"t": "loaded", "status": "ok"}
-    except _Timeout:
-        load = {"t": "loaded", "status": "timeout"}
-    except BaseException as exc:
-        load = {"t": "loaded", "status": "raised", "error_type": type(exc).__name__, "error": str(exc)[:300]}
-    send(load)
-    if load["status"] != "ok":
-        os._exit(0)
-
-    entry = job["entry_point"]
-    assert isinstance(entry, str)
-    func = ns.get(entry)
-    if not callable(func):
-        send({"t": "loaded_missing", "error": f"the candidate does not define a callable {entry!r}"})
-        os._exit(0)
+    except timeout_exc:
+        loaded = '"status":"timeout"'
+    except _base_exc as exc:
+        loaded = '"status":"raised",' + text_of(exc)
+    send('"t":"loaded",', loaded)
+    if loaded != '"status":"ok"':
+        exit_now(0)
+    func = _dict.get(ns, entry)
+    if not _callable(func):
+        send('"t":"loaded_missing","error":' + enc_str(f"the candidate does not define a callable {entry!r}"))
+        exit_now(0)
 
     def wrapped(*args: object, **kwargs: object) -> object:
-        return _plain_py(func(*args, **kwargs))
+        return plain_py(func(*args, **kwargs))  # type: ignore[misc]
 
-    tests = job["tests"]
-    assert isinstance(tests, list)
-    for i in range(first, len(tests)):  # pyright: ignore[reportUnknownArgumentType]
+    for i in _range(first, n_tests):
         test: dict[str, object] = tests[i]  # pyright: ignore[reportUnknownVariableType]
-        send({"t": "start", "i": i})
-        msg: dict[str, object]
+        send('"t":"start","i":' + _int_repr(i))
+        body: str
         try:
             armed[0] = True
             setitimer(prof, cpu, 0.05)
             try:
                 if "check" in test:
-                    check_ns = dict(ns)
-                    check_ns["__builtins__"] = dict(clean_builtins)
+                    check_ns = _dict(ns)
+                    check_ns["__builtins__"] = _dict(clean_builtins)
                     check_ns["__name__"] = "__check__"
-                    exec(compile(str(test["check"]), "<check>", "exec"), check_ns)  # noqa: S102
-                    check = check_ns["check"]
-                    check(wrapped)  # type: ignore[operator]
-                    msg = {"status": "done"}
+                    _exec(_compile(_str(test["check"]), "<check>", "exec"), check_ns)
+                    check_ns["check"](wrapped)  # type: ignore[operator]
+                    body = '"status":"done"'
                 else:
-                    args = test.get("args") or []
-                    kwargs = test.get("kwargs") or {}
-                    result = func(*args, **kwargs)  # type: ignore[misc]
-                    msg = {"status": "value", "value": _plain_json(result)}
+                    result = func(*(test.get("args") or []), **(test.get("kwargs") or {}))  # type: ignore[misc]
+                    armed[0] = False
+                    setitimer(prof, 0, 0)
+                    body = '"status":"value","value":' + encode(result)
             finally:
                 armed[0] = False
                 setitimer(prof, 0, 0)
-        except _Timeout:
-            msg = {"status": "timeout"}
-        except _Unplain as exc:
-            msg = {"status": "bad_return", "error": str(exc)[:300]}
-        except BaseException as exc:
-            try:
-                text = str(exc)[:300]
-            except BaseException:
-                text = "<unprintable>"
-            msg = {"status": "raised", "error_type": type(exc).__name__, "error": text}
-        msg["t"] = "res"
-        msg["i"] = i
-        send(msg)
-    send({"t": "end"})
-    os._exit(0)
+        except timeout_exc:
+            body = '"status":"timeout"'
+        except unplain_exc as exc:
+            body = '"status":"bad_return","error":' + enc_str(exc.args[0] if exc.args else "")
+        except _base_exc as exc:
+            body = '"status":"raised",' + text_of(exc)
+        if _len(body) > max_line:
+            body = '"status":"bad_return","error":"return value too large"'
+        send('"t":"res","i":' + _int_repr(i) + ",", body)
+    send('"t":"end"')
+    exit_now(0)
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _run_job(job: dict[str, object], settings: dict[str, object], jobdir: str) -> dict[str, object]:
@@ -321,11 +413,14 @@ def _run_job(job: dict[str, object], settings: dict[str, object], jobdir: str) -
     children = 0
     while first < n or children == 0:  # one child, more only after a crash or a hang
         rfd, wfd = os.pipe()
+        child_exit = os._exit  # a local: the child must never fall back into the template's loop
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
-            os.close(rfd)
-            _child_main(job, settings, workdir, wfd, out_fd, first)
-            os._exit(71)
+            try:
+                os.close(rfd)
+                _child_main(job, settings, workdir, wfd, out_fd, first)
+            finally:
+                child_exit(71)
         children += 1
         os.close(wfd)
         nonce: str | None = None
@@ -463,6 +558,10 @@ def main() -> None:
     out = 1
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     stdin = sys.stdin.buffer
+    # Move everything imported so far out of the collector's reach: forked children then do not write to (and
+    # so copy) every page of the template's heap when a collection runs.
+    gc.collect()
+    gc.freeze()
     os.write(out, b'{"t":"template-ready"}\n')
     count = 0
     while True:
@@ -483,7 +582,7 @@ def main() -> None:
         del job
         data = (json.dumps(reply, ensure_ascii=True) + "\n").encode()
         while data:
-            data = data[os.write(out, data):]
+            data = data[os.write(out, data) :]
 
 
 if __name__ == "__main__":

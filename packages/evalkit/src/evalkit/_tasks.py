@@ -35,16 +35,25 @@ __all__ = [
     "load_tasks",
     "parse_type",
     "render_prompt",
+    "task_dirs",
     "task_schema",
     "validate_task_json",
 ]
 
-JSON: TypeAlias = "None | bool | int | float | str | list[JSON] | dict[str, JSON]"
+JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | None"
 
 TASK_FILE = "task.json"
 REFERENCE_FILE = "reference.py"
 _ID_RE = re.compile(r"^(code|structured)/[a-z0-9][a-z0-9-]*/[0-9]{3}$")
-ASSERTION_OPS = ("keys_exactly", "path_equals", "path_matches", "path_in", "path_type", "path_len", "path_approx")
+ASSERTION_OPS = (
+    "keys_exactly",
+    "path_equals",
+    "path_matches",
+    "path_in",
+    "path_type",
+    "path_len",
+    "path_approx",
+)
 JSON_TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
 
 
@@ -98,7 +107,9 @@ def _parse_tokens(text: str, tokens: list[str]) -> tuple[TypeSpec, list[str]]:
     if head in _ATOMS:
         return TypeSpec(head), rest
     if head not in ("list", "dict", "optional", "tuple"):
-        raise ValueError(f"type {text!r}: unknown type {head!r} (expected one of {', '.join(_ATOMS)}, list, dict, optional, tuple)")
+        raise ValueError(
+            f"type {text!r}: unknown type {head!r} (expected one of {', '.join(_ATOMS)}, list, dict, optional, tuple)"
+        )
     if not rest or rest[0] != "[":
         raise ValueError(f"type {text!r}: {head} needs parameters in brackets")
     rest = rest[1:]
@@ -146,9 +157,13 @@ def conforms(value: object, spec: TypeSpec) -> bool:
         if not isinstance(value, list):
             return False
         items = cast("list[object]", value)
-        return len(items) == len(spec.args) and all(conforms(v, s) for v, s in zip(items, spec.args, strict=True))
+        return len(items) == len(spec.args) and all(
+            conforms(v, s) for v, s in zip(items, spec.args, strict=True)
+        )
     if kind == "dict":
-        return isinstance(value, dict) and all(conforms(v, spec.args[0]) for v in cast("dict[str, object]", value).values())
+        return isinstance(value, dict) and all(
+            conforms(v, spec.args[0]) for v in cast("dict[str, object]", value).values()
+        )
     return False
 
 
@@ -249,7 +264,7 @@ def validate_task_json(data: object) -> list[str]:
 
     validator = jsonschema.Draft202012Validator(task_schema())
     problems: list[str] = []
-    for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path)):
+    for err in sorted(validator.iter_errors(cast("JSON", data)), key=lambda e: list(e.absolute_path)):
         pointer = "/" + "/".join(str(p) for p in err.absolute_path)
         problems.append(f"{pointer}: {err.message}")
     return problems
@@ -275,7 +290,9 @@ def _read_json(path: Path) -> JSON:
         raise TaskError(f"{path}: not valid JSON ({exc})") from None
 
 
-def _field(path: Path, data: Mapping[str, JSON], name: str, kind: type | tuple[type, ...], *, optional: bool = False) -> JSON:
+def _field(
+    path: Path, data: Mapping[str, JSON], name: str, kind: type | tuple[type, ...], *, optional: bool = False
+) -> JSON:
     if name not in data:
         if optional:
             return None
@@ -283,7 +300,9 @@ def _field(path: Path, data: Mapping[str, JSON], name: str, kind: type | tuple[t
     value = data[name]
     if optional and value is None:
         return None
-    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))):
+    if not isinstance(value, kind) or (
+        isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
+    ):
         raise TaskError(f"{path}: field {name!r} has the wrong type (got {type(value).__name__})")
     return value
 
@@ -304,7 +323,9 @@ def _tests(path: Path, data: Mapping[str, JSON], name: str) -> tuple[CallTest | 
         args = item.get("args")
         kwargs = item.get("kwargs", {})
         if not isinstance(args, list) or not isinstance(kwargs, dict) or "expected" not in item:
-            raise TaskError(f"{where}: a call test needs 'args' (array), 'expected', and optional 'kwargs' (object)")
+            raise TaskError(
+                f"{where}: a call test needs 'args' (array), 'expected', and optional 'kwargs' (object)"
+            )
         extra = set(item) - {"args", "kwargs", "expected"}
         if extra:
             raise TaskError(f"{where}: unexpected field(s) {sorted(extra)}")
@@ -359,14 +380,18 @@ def load_task(task_dir: str | Path, bank: str | Path) -> Task:
     except ValueError:
         raise TaskError(f"{d}: not inside the task bank {bank}") from None
     if not _ID_RE.match(task_id):
-        raise TaskError(f"{d}: a task path must be <family>/<slug>/<NNN> with family code or structured, got {task_id!r}")
+        raise TaskError(
+            f"{d}: a task path must be <family>/<slug>/<NNN> with family code or structured, got {task_id!r}"
+        )
     path = d / TASK_FILE
     data = _read_json(path)
     if not isinstance(data, dict):
         raise TaskError(f"{path}: expected a JSON object")
     family = data.get("family")
     if family != task_id.split("/", 1)[0]:
-        raise TaskError(f"{path}: field 'family' is {family!r} but the task lives under {task_id.split('/', 1)[0]}/")
+        raise TaskError(
+            f"{path}: field 'family' is {family!r} but the task lives under {task_id.split('/', 1)[0]}/"
+        )
     description = cast("str", _field(path, data, "description", str))
     if family == "code":
         ref_path = d / REFERENCE_FILE
@@ -458,7 +483,14 @@ def render_prompt(task: Task) -> str:
             lines += [f"    {_call_repr(task.entry_point, t)}" for t in calls]
             lines.append("")
         for t in checks:
-            lines += ["It must pass this check, where `candidate` is your function:", "", "```python", t.check.rstrip(), "```", ""]
+            lines += [
+                "It must pass this check, where `candidate` is your function:",
+                "",
+                "```python",
+                t.check.rstrip(),
+                "```",
+                "",
+            ]
         lines.append(f"Answer with one ```python fenced block defining `{task.entry_point}`.")
         return "\n".join(lines) + "\n"
     lines = [
@@ -475,7 +507,9 @@ def render_prompt(task: Task) -> str:
     ]
     if task.public_assertions:
         lines.append("It must also satisfy these checks (JSON Pointer paths):")
-        lines += [f"    {a.op} {a.path or '(root)'} {json.dumps(a.value, ensure_ascii=False)}" for a in task.public_assertions]
+        for a in task.public_assertions:
+            tol = f" (within {a.tolerance:g})" if a.tolerance is not None else ""
+            lines.append(f"    {a.op} {a.path or '(root)'} {json.dumps(a.value, ensure_ascii=False)}{tol}")
         lines.append("")
     lines.append("Answer with the JSON only, in one ```json fenced block.")
     return "\n".join(lines) + "\n"

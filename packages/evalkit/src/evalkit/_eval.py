@@ -1,0 +1,437 @@
+"""Task-bank validation, ``evalkit eval`` (grade a solver over a bank), its results file and receipt."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import cast
+
+import attrs
+
+from evalkit._sandbox import Isolation, Sandbox, SandboxLimits
+from evalkit._tasks import (
+    JSON,
+    CallTest,
+    CheckTest,
+    CodeTask,
+    Task,
+    TaskError,
+    bank_digest,
+    conforms,
+    load_task,
+    load_tasks,
+    task_dirs,
+    validate_task_json,
+)
+from evalkit._verifiers import Verdict, VerifierSettings, grade_many, schema_errors
+from evalkit_core import (
+    ConfigError,
+    ReceiptError,
+    atomic_write_bytes,
+    canonical_bytes,
+    check_receipt,
+    file_digest,
+    make_receipt,
+    read_receipt,
+    write_receipt,
+)
+
+__all__ = [
+    "EvalReport",
+    "Problem",
+    "Rollout",
+    "reference_solution",
+    "run_eval",
+    "summarize",
+    "validate_bank",
+    "verify_eval_receipt",
+]
+
+RECEIPT_KIND = "evalkit.eval"
+RECEIPT_FORMAT = 1
+
+
+@attrs.frozen
+class Problem:
+    """One reason a task bank does not validate: which task, which test (or ``-``), and what is wrong."""
+
+    task_id: str
+    test: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.task_id} {self.test}: {self.message}"
+
+
+def reference_solution(task: Task) -> str:
+    """What the reference solver answers: the reference source, or the reference object as JSON text."""
+    if isinstance(task, CodeTask):
+        return task.reference
+    return json.dumps(task.reference, ensure_ascii=False)
+
+
+def _test_key(test: CallTest | CheckTest) -> bytes:
+    if isinstance(test, CheckTest):
+        return canonical_bytes({"check": test.check})
+    return canonical_bytes({"args": list(test.args), "kwargs": dict(test.kwargs)})
+
+
+def _static_problems(task: Task) -> list[Problem]:
+    out: list[Problem] = []
+    if isinstance(task, CodeTask):
+        public = {_test_key(t): i for i, t in enumerate(task.public_tests)}
+        for j, t in enumerate(task.hidden_tests):
+            if _test_key(t) in public:
+                out.append(
+                    Problem(
+                        task.id,
+                        f"hidden/{j}",
+                        f"same input as public/{public[_test_key(t)]} (public and hidden overlap)",
+                    )
+                )
+        for group, tests in (("public", task.public_tests), ("hidden", task.hidden_tests)):
+            for i, t in enumerate(tests):
+                if not isinstance(t, CallTest) or t.kwargs:
+                    continue
+                if len(t.args) != len(task.arg_types):
+                    out.append(
+                        Problem(
+                            task.id,
+                            f"{group}/{i}",
+                            f"{len(t.args)} args but arg_types lists {len(task.arg_types)}",
+                        )
+                    )
+                    continue
+                for k, (arg, spec) in enumerate(zip(t.args, task.arg_types, strict=True)):
+                    if not conforms(arg, spec):
+                        out.append(Problem(task.id, f"{group}/{i}", f"argument {k} is not a {spec}"))
+                if not conforms(t.expected, task.return_type):
+                    out.append(
+                        Problem(task.id, f"{group}/{i}", f"expected value is not a {task.return_type}")
+                    )
+        return out
+    public_a = {canonical_bytes(a.to_json()): i for i, a in enumerate(task.public_assertions)}
+    for j, a in enumerate(task.hidden_assertions):
+        key = canonical_bytes(a.to_json())
+        if key in public_a:
+            out.append(
+                Problem(
+                    task.id,
+                    f"hidden/{j}",
+                    f"same assertion as public/{public_a[key]} (public and hidden overlap)",
+                )
+            )
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(dict(task.schema))
+    except jsonschema.SchemaError as exc:
+        out.append(
+            Problem(task.id, "-", f"task.json /schema is not a valid Draft 2020-12 schema: {exc.message}")
+        )
+        return out
+    out += [
+        Problem(task.id, "reference", f"does not match the task's schema: {e}")
+        for e in schema_errors(task.reference, task.schema)
+    ]
+    return out
+
+
+def validate_bank(
+    bank: str | Path, sandbox: Sandbox, settings: VerifierSettings | None = None
+) -> tuple[int, list[Problem]]:
+    """Check every task under ``bank``: the schema, the format, overlap, argument types, and the reference
+    through the real verifier against every test. Returns the number of tasks seen and the problems found."""
+    root = Path(bank)
+    if not root.is_dir():
+        raise TaskError(f"{root}: task directory not found")
+    dirs = list(task_dirs(root))
+    if not dirs:
+        raise TaskError(f"{root}: no tasks found (expected <family>/<slug>/<NNN>/task.json)")
+    problems: list[Problem] = []
+    tasks: list[Task] = []
+    for d in dirs:
+        rel = d.relative_to(root).as_posix()
+        try:
+            data = json.loads((d / "task.json").read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            problems.append(Problem(rel, "-", f"task.json is not valid JSON ({exc})"))
+            continue
+        schema_problems = validate_task_json(data)
+        if schema_problems:
+            problems += [
+                Problem(rel, "-", f"task.json breaks the task schema at {p}") for p in schema_problems
+            ]
+            continue
+        try:
+            task = load_task(d, root)
+        except TaskError as exc:
+            problems.append(Problem(rel, "-", str(exc)))
+            continue
+        problems += _static_problems(task)
+        tasks.append(task)
+    verdicts = grade_many([(t, reference_solution(t)) for t in tasks], sandbox, settings, extract=False)
+    for v in verdicts:
+        if v.infra_error is not None:
+            problems.append(
+                Problem(
+                    v.task_id, "-", f"could not be checked (sandbox infrastructure error: {v.infra_error})"
+                )
+            )
+            continue
+        for t in (*v.public, *v.hidden):
+            if not t.passed:
+                problems.append(
+                    Problem(
+                        v.task_id, t.name, f"reference fails its own test: {t.reason} {t.detail}".rstrip()
+                    )
+                )
+    return len(dirs), problems
+
+
+# --------------------------------------------------------------------------------------------- eval
+
+
+@attrs.frozen
+class Rollout:
+    """One graded sample: the task, its sample index (file order for replay), and the verdict."""
+
+    task_id: str
+    sample: int
+    verdict: Verdict
+
+    def to_json(self) -> dict[str, JSON]:
+        body = self.verdict.to_json()
+        return {"sample": self.sample, **body}
+
+
+@attrs.frozen
+class EvalReport:
+    tasks: int
+    bank_digest: str
+    rollouts: tuple[Rollout, ...]
+    summary: dict[str, JSON]
+    settings: VerifierSettings
+    isolation: Isolation
+    results_path: Path | None
+    receipt_path: Path | None
+
+
+def _read_replay(path: Path, tasks: dict[str, Task]) -> list[tuple[str, str]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: replay file not found") from None
+    out: list[tuple[str, str]] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{n}: not valid JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise ConfigError(f"{path}:{n}: expected an object with task_id and completion")
+        rowd = cast("dict[str, JSON]", row)
+        task_id, completion = rowd.get("task_id"), rowd.get("completion")
+        if not isinstance(task_id, str) or not isinstance(completion, str):
+            raise ConfigError(f"{path}:{n}: fields 'task_id' and 'completion' must be strings")
+        if task_id not in tasks:
+            raise ConfigError(f"{path}:{n}: task_id {task_id!r} is not in the task bank")
+        out.append((task_id, completion))
+    return out
+
+
+def summarize(rows: Sequence[dict[str, JSON]], n_tasks: int) -> dict[str, JSON]:
+    """Pass rates from result rows (as written to ``results.jsonl``); infrastructure errors are not scored."""
+    scored = [r for r in rows if r.get("infra_error") is None]
+
+    def rate(part: str) -> float | None:
+        # share of rollouts passing every test of that part, over rollouts that have such tests
+        blocks = [cast("dict[str, int]", r[part]) for r in scored]
+        blocks = [b for b in blocks if b["total"]]
+        if not blocks:
+            return None
+        return round(sum(b["passed"] == b["total"] for b in blocks) / len(blocks), 6)
+
+    def test_rate(part: str) -> float | None:
+        total = sum(cast("dict[str, int]", r[part])["total"] for r in scored)
+        passed = sum(cast("dict[str, int]", r[part])["passed"] for r in scored)
+        return round(passed / total, 6) if total else None
+
+    pub, hid = rate("public"), rate("hidden")
+    answered = {cast("str", r["task_id"]) for r in rows}
+    return {
+        "tasks": n_tasks,
+        "tasks_answered": len(answered),
+        "rollouts": len(rows),
+        "scored": len(scored),
+        "infra_errors": len(rows) - len(scored),
+        "public_pass_rate": pub,
+        "hidden_pass_rate": hid,
+        "gap": None if pub is None or hid is None else round(pub - hid, 6),
+        "public_test_pass_rate": test_rate("public"),
+        "hidden_test_pass_rate": test_rate("hidden"),
+    }
+
+
+def run_eval(
+    tasks_dir: str | Path,
+    solver: str,
+    *,
+    k: int | None = None,
+    out: str | Path | None = None,
+    receipt: str | Path | None = None,
+    limits: SandboxLimits | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> EvalReport:
+    """Grade ``solver`` (``reference`` or ``replay:FILE.jsonl``) over the bank; write results and a receipt.
+
+    ``k`` is the number of samples per task (the reference solver answers ``k`` times, default 1; replay keeps
+    at most the first ``k`` lines of each task, default all).
+    """
+    if k is not None and k < 1:
+        raise ConfigError(f"--k must be at least 1, got {k}")
+    if receipt is not None and out is None:
+        raise ConfigError("--receipt needs --out: the receipt binds the results file")
+    bank = Path(tasks_dir)
+    tasks = load_tasks(bank)
+    by_id = {t.id: t for t in tasks}
+    solver_json: dict[str, JSON]
+    replay_path: Path | None = None
+    items: list[tuple[Task, str]] = []
+    samples: list[int] = []
+    extract = True
+    if solver == "reference":
+        extract = False
+        solver_json = {"name": "reference"}
+        for t in tasks:
+            for j in range(k or 1):
+                items.append((t, reference_solution(t)))
+                samples.append(j)
+    elif solver.startswith("replay:"):
+        replay_path = Path(solver.removeprefix("replay:"))
+        solver_json = {"name": "replay", "file_digest": None}
+        counts: dict[str, int] = {}
+        for task_id, completion in _read_replay(replay_path, by_id):
+            j = counts.get(task_id, 0)
+            counts[task_id] = j + 1
+            if k is not None and j >= k:
+                continue
+            items.append((by_id[task_id], completion))
+            samples.append(j)
+        solver_json["file_digest"] = file_digest(replay_path)
+    else:
+        raise ConfigError(f"--solver must be 'reference' or 'replay:FILE.jsonl', got {solver!r}")
+    order = sorted(range(len(items)), key=lambda i: (items[i][0].id, samples[i]))
+    items = [items[i] for i in order]
+    samples = [samples[i] for i in order]
+    with Sandbox(limits, workers=workers) as sandbox:
+        settings = VerifierSettings(sandbox.limits)
+        isolation = sandbox.isolation
+        verdicts: list[Verdict] = []
+        step = max(1, len(items) // 20) if progress else len(items) or 1
+        for start in range(0, len(items), step):
+            verdicts += grade_many(items[start : start + step], sandbox, settings, extract=extract)
+            if progress:
+                progress(len(verdicts), len(items))
+    rollouts = tuple(Rollout(t.id, s, v) for (t, _), s, v in zip(items, samples, verdicts, strict=True))
+    rows = [r.to_json() for r in rollouts]
+    summary = summarize(rows, len(tasks))
+    digest_of_bank = bank_digest(tasks)
+    out_path = Path(out) if out is not None else None
+    if out_path is not None:
+        atomic_write_bytes(out_path, b"".join(canonical_bytes(r) + b"\n" for r in rows))
+    receipt_path = Path(receipt) if receipt is not None else None
+    if receipt_path is not None and out_path is not None:
+        binding: dict[str, JSON] = {"tasks": digest_of_bank, "results": file_digest(out_path)}
+        files: dict[str, JSON] = {"tasks": str(bank), "results": str(out_path)}
+        if replay_path is not None:
+            binding["solver_file"] = solver_json["file_digest"]
+            files["solver_file"] = str(replay_path)
+        body: dict[str, JSON] = {
+            "kind": RECEIPT_KIND,
+            "format": RECEIPT_FORMAT,
+            "solver": solver_json,
+            "k": k,
+            "tasks": {"count": len(tasks), "digest": digest_of_bank},
+            "settings": settings.to_json(),
+            "settings_digest": settings.digest,
+            "isolation": isolation.to_json(),
+            "summary": summary,
+            "binding": binding,
+            "files": files,
+        }
+        write_receipt(receipt_path, make_receipt(body))
+    return EvalReport(
+        len(tasks), digest_of_bank, rollouts, summary, settings, isolation, out_path, receipt_path
+    )
+
+
+def verify_eval_receipt(
+    receipt_path: str | Path, results_path: str | Path | None = None, tasks_dir: str | Path | None = None
+) -> list[tuple[str, bool, str]]:
+    """Re-check an eval receipt offline: its body hash, the results file, the task bank, the replay file, and
+    that the summary in the body is what the results file says. One ``(name, ok, detail)`` per check.
+
+    ``results_path`` and ``tasks_dir`` default to the paths recorded in the body's ``files``.
+    """
+    receipt = read_receipt(receipt_path)
+    body = cast("dict[str, JSON]", receipt["body"])
+    if body.get("kind") != RECEIPT_KIND:
+        raise ReceiptError(f"{receipt_path}: not an evalkit eval receipt (kind {body.get('kind')!r})")
+    binding = cast("dict[str, str]", body.get("binding") or {})
+    files = cast("dict[str, str]", body.get("files") or {})
+    checks: list[tuple[str, bool, str]] = []
+    ok = check_receipt(receipt)
+    checks.append(("body", ok, "" if ok else "body_sha256 does not match the canonical body"))
+    results = Path(results_path) if results_path is not None else Path(files.get("results", ""))
+    try:
+        actual = file_digest(results)
+        ok = actual == binding.get("results")
+        checks.append(
+            ("results", ok, "" if ok else f"{results} has {actual}, receipt expects {binding.get('results')}")
+        )
+        rows = [
+            cast("dict[str, JSON]", json.loads(line))
+            for line in results.read_text(encoding="utf-8").splitlines()
+            if line
+        ]
+        tasks_block = cast("dict[str, int]", body.get("tasks") or {})
+        again = summarize(rows, tasks_block.get("count", 0))
+        ok = canonical_bytes(again) == canonical_bytes(body.get("summary"))
+        checks.append(
+            ("summary", ok, "" if ok else "the summary in the receipt is not what the results file says")
+        )
+    except (OSError, ValueError) as exc:
+        checks.append(("results", False, f"cannot read {results}: {exc}"))
+    bank = Path(tasks_dir) if tasks_dir is not None else Path(files.get("tasks", ""))
+    try:
+        actual = bank_digest(load_tasks(bank))
+        ok = actual == binding.get("tasks")
+        checks.append(
+            (
+                "tasks",
+                ok,
+                "" if ok else f"task bank {bank} has {actual}, receipt expects {binding.get('tasks')}",
+            )
+        )
+    except TaskError as exc:
+        checks.append(("tasks", False, str(exc)))
+    if "solver_file" in binding:
+        path = Path(files.get("solver_file", ""))
+        try:
+            actual = file_digest(path)
+            ok = actual == binding["solver_file"]
+            checks.append(
+                (
+                    "solver_file",
+                    ok,
+                    "" if ok else f"{path} has {actual}, receipt expects {binding['solver_file']}",
+                )
+            )
+        except OSError as exc:
+            checks.append(("solver_file", False, f"cannot read {path}: {exc.strerror}"))
+    return checks

@@ -1,0 +1,164 @@
+"""``evalkit eval``: reference and replay solvers, results file, receipt, re-checking."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from evalkit import verify_eval_receipt
+from evalkit_cli import app
+
+BANK = Path(__file__).parents[1] / "evalkit" / "fixtures" / "tasks"
+runner = CliRunner()
+
+
+def evalkit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from evalkit_cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_reference_eval_writes_results_and_a_receipt(tmp_path):
+    out, receipt = tmp_path / "results.jsonl", tmp_path / "r.json"
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "--tasks",
+            str(BANK),
+            "--solver",
+            "reference",
+            "--out",
+            str(out),
+            "--receipt",
+            str(receipt),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)["summary"]
+    assert summary["rollouts"] == 4
+    assert summary["public_pass_rate"] == 1
+    assert summary["hidden_pass_rate"] == 1
+    assert summary["gap"] == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["task_id"], r["sample"]) for r in rows] == [
+        ("code/double/001", 0),
+        ("code/mean/001", 0),
+        ("code/run-length-encode/001", 0),
+        ("structured/person/001", 0),
+    ]
+    assert rows[0]["public"]["passed"] == rows[0]["public"]["total"] == 3
+    assert len(rows[0]["hidden"]["tests"]) == 3
+    body = json.loads(receipt.read_text())["body"]
+    assert set(body["binding"]) == {"tasks", "results"}
+    assert body["files"] == {"tasks": str(BANK), "results": str(out)}
+    checks = verify_eval_receipt(receipt, out, BANK)
+    assert [name for name, ok, _ in checks if not ok] == []
+    assert {name for name, _, _ in checks} == {"body", "results", "summary", "tasks"}
+    # the same configuration gives a byte-identical body
+    receipt2 = tmp_path / "r2.json"
+    runner.invoke(
+        app,
+        [
+            "eval",
+            "--tasks",
+            str(BANK),
+            "--solver",
+            "reference",
+            "--out",
+            str(tmp_path / "o2.jsonl"),
+            "--receipt",
+            str(receipt2),
+        ],
+    )
+    body2 = json.loads(receipt2.read_text())["body"]
+    assert body2["binding"] == body["binding"]
+    assert body2["summary"] == body["summary"]
+
+
+def test_verify_names_tampering(tmp_path):
+    out, receipt = tmp_path / "results.jsonl", tmp_path / "r.json"
+    runner.invoke(
+        app,
+        ["eval", "--tasks", str(BANK), "--solver", "reference", "--out", str(out), "--receipt", str(receipt)],
+    )
+    out.write_text(out.read_text().replace('"passed":true', '"passed":false', 1))
+    failed = {name for name, ok, _ in verify_eval_receipt(receipt, out, BANK) if not ok}
+    assert "results" in failed
+    data = json.loads(receipt.read_text())
+    data["body"]["summary"]["hidden_pass_rate"] = 0.5
+    receipt.write_text(json.dumps(data))
+    failed = {name for name, ok, _ in verify_eval_receipt(receipt, out, BANK) if not ok}
+    assert "body" in failed
+
+
+def test_replay_samples_in_file_order(tmp_path):
+    replay = tmp_path / "replay.jsonl"
+    lines = [
+        {"task_id": "code/double/001", "completion": "```python\ndef double(n):\n    return 2 * n\n```"},
+        {"task_id": "code/double/001", "completion": "```python\ndef double(n):\n    return abs(2 * n)\n```"},
+        {"task_id": "code/double/001", "completion": "no idea"},
+        {"task_id": "structured/person/001", "completion": '{"name": "Ada"}'},
+    ]
+    replay.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out, receipt = tmp_path / "results.jsonl", tmp_path / "r.json"
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "--tasks",
+            str(BANK),
+            "--solver",
+            f"replay:{replay}",
+            "--out",
+            str(out),
+            "--receipt",
+            str(receipt),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["task_id"], r["sample"], r["public"]["passed"], r["hidden"]["passed"]) for r in rows] == [
+        ("code/double/001", 0, 3, 3),
+        ("code/double/001", 1, 3, 2),
+        ("code/double/001", 2, 0, 0),
+        ("structured/person/001", 0, 0, 0),
+    ]
+    summary = json.loads(result.output)["summary"]
+    assert summary["public_pass_rate"] == 0.5
+    assert summary["hidden_pass_rate"] == 0.25
+    assert summary["gap"] == 0.25
+    assert summary["tasks_answered"] == 2
+    checks = verify_eval_receipt(receipt)
+    assert all(ok for _, ok, _ in checks)
+    assert "solver_file" in {n for n, _, _ in checks}
+    result = runner.invoke(
+        app, ["eval", "--tasks", str(BANK), "--solver", f"replay:{replay}", "--k", "1", "--json"]
+    )
+    assert json.loads(result.output)["summary"]["rollouts"] == 2
+
+
+def test_user_errors_exit_2(tmp_path):
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text(json.dumps({"task_id": "code/nope/001", "completion": "x"}) + "\n")
+    proc = evalkit("eval", "--tasks", str(BANK), "--solver", f"replay:{replay}")
+    assert proc.returncode == 2
+    assert "code/nope/001" in proc.stderr
+    proc = evalkit("eval", "--tasks", str(BANK), "--solver", "gpt-17")
+    assert proc.returncode == 2
+    assert "--solver" in proc.stderr
+
+
+def test_human_readable_output():
+    result = runner.invoke(app, ["eval", "--tasks", str(BANK), "--solver", "reference"])
+    assert result.exit_code == 0
+    assert "public pass rate 100.0%  hidden pass rate 100.0%  gap 0.0%" in result.output

@@ -1,0 +1,136 @@
+"""The code verifier: per-test verdicts, reasons, tolerance, digests, public/hidden kept apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalkit import (
+    CodeTask,
+    Sandbox,
+    SandboxLimits,
+    VerifierSettings,
+    grade,
+    grade_many,
+    json_equal,
+    load_tasks,
+    reference_solution,
+)
+
+BANK = Path(__file__).parent / "fixtures" / "tasks"
+LIMITS = SandboxLimits(cpu_seconds=1.0, wall_seconds=3.0)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(LIMITS, workers=2) as box:
+        yield box
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return {t.id: t for t in load_tasks(BANK)}
+
+
+def test_references_pass_everything(sandbox, tasks):
+    verdicts = grade_many([(t, reference_solution(t)) for t in tasks.values()], sandbox, extract=False)
+    for v in verdicts:
+        assert v.infra_error is None
+        assert v.all_public, v.task_id
+        assert v.all_hidden, (v.task_id, [t for t in v.hidden if not t.passed])
+
+
+def test_shallow_solution_passes_public_but_not_hidden(sandbox, tasks):
+    rle = tasks["code/run-length-encode/001"]
+    shallow = (
+        "```python\n"
+        "def rle(s):\n"
+        "    out, i = '', 0\n"
+        "    while i < len(s):\n"
+        "        j = i\n"
+        "        while j < len(s) and s[j] == s[i]:\n"
+        "            j += 1\n"
+        "        out += str(min(j - i, 9)) + s[i]\n"
+        "        i = j\n"
+        "    return out or None\n"
+        "```\n"
+    )
+    v = grade(rle, shallow, sandbox)
+    assert v.all_public
+    assert [t.name for t in v.hidden if not t.passed] == ["hidden/0", "hidden/1"]
+    assert v.hidden[0].reason == "wrong_answer"
+    assert v.hidden[0].actual == "null"
+    assert v.hidden[1].detail == 'expected "12a"'
+    assert v.hidden[1].actual == '"9a"'
+    assert (v.public_passed, len(v.public), v.hidden_passed, len(v.hidden)) == (3, 3, 2, 4)
+
+
+def test_exception_reason_names_the_type(sandbox, tasks):
+    v = grade(tasks["code/double/001"], "def double(n):\n    return {}[n]\n", sandbox, extract=False)
+    assert {t.reason for t in (*v.public, *v.hidden)} == {"exception"}
+    assert v.public[0].detail.startswith("KeyError")
+
+
+def test_assert_style_failure_is_a_wrong_answer(sandbox, tasks):
+    v = grade(tasks["code/run-length-encode/001"], "def rle(s):\n    return ''\n", sandbox, extract=False)
+    check = v.public[2]
+    assert check.reason == "wrong_answer"
+    assert "AssertionError" in check.detail
+
+
+def test_float_tolerance_applies_only_where_declared(sandbox, tasks):
+    off = "def mean(xs):\n    return sum(xs) / len(xs) + 1e-12\n"
+    assert grade(tasks["code/mean/001"], off, sandbox, extract=False).all_hidden
+    far = "def mean(xs):\n    return sum(xs) / len(xs) + 1e-3\n"
+    assert not grade(tasks["code/mean/001"], far, sandbox, extract=False).all_hidden
+
+
+def test_missing_code_and_missing_entry_point(sandbox, tasks):
+    double = tasks["code/double/001"]
+    v = grade(double, "I cannot solve this.", sandbox)
+    assert {t.reason for t in (*v.public, *v.hidden)} == {"no_code"}
+    v = grade(double, "def triple(n):\n    return 3 * n\n", sandbox, extract=False)
+    assert {t.reason for t in (*v.public, *v.hidden)} == {"exception"}
+    assert "double" in v.public[0].detail
+
+
+def test_verdict_carries_digests_and_is_deterministic(sandbox, tasks):
+    double: CodeTask = tasks["code/double/001"]
+    a = grade(double, "def double(n):\n    return n + n\n", sandbox, extract=False)
+    b = grade(double, "def double(n):\n    return n + n\n", sandbox, extract=False)
+    assert a == b
+    assert a.task_digest == double.digest
+    assert a.settings_digest == VerifierSettings(LIMITS).digest
+    assert a.settings_digest != VerifierSettings(SandboxLimits(cpu_seconds=2.0)).digest
+    data = a.to_json()
+    assert data["public"] == {"passed": 3, "total": 3, "tests": [t.to_json() for t in a.public]}
+    assert data["hidden"]["total"] == 3
+
+
+def test_output_is_captured(sandbox, tasks):
+    v = grade(
+        tasks["code/double/001"],
+        "print('hello from the candidate')\ndef double(n):\n    return 2 * n\n",
+        sandbox,
+        extract=False,
+    )
+    assert "hello from the candidate" in v.output
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "tol", "ok"),
+    [
+        (1, 1.0, None, True),
+        (True, 1, None, False),
+        (1, True, None, False),
+        (0.1 + 0.2, 0.3, None, False),
+        (0.1 + 0.2, 0.3, 1e-9, True),
+        ([1, [2, {"a": None}]], [1, [2, {"a": None}]], None, True),
+        ({"a": 1}, {"a": 1, "b": 2}, None, False),
+        ("1", 1, None, False),
+        ([1, 2], [1, 2, 3], None, False),
+    ],
+)
+def test_json_equal(actual, expected, tol, ok):
+    assert json_equal(actual, expected, tol) is ok
