@@ -86,7 +86,8 @@ def test_resolve_pointer_escapes():
         (Assertion("keys_exactly", "/o", ["x"]), False),
         (Assertion("path_equals", "/o/x", 1), True),
         (Assertion("path_equals", "/o/x", True), False),
-        (Assertion("path_matches", "/s", "^ab"), True),
+        (Assertion("path_matches", "/s", "ab."), True),
+        (Assertion("path_matches", "/s", "ab"), False),  # a full match is required, not a prefix
         (Assertion("path_matches", "/o/x", "1"), False),
         (Assertion("path_in", "/s", ["zz", "abc"]), True),
         (Assertion("path_in", "/s", ["zz"]), False),

@@ -325,8 +325,8 @@ def check_assertion(document: JSON, assertion: Assertion) -> str | None:
             return f"{where}: expected a string matching {value!r}, got {_json_type(actual)}"
         return (
             None
-            if re.search(cast("str", value), actual)
-            else f"{where}: {_short(actual)} does not match {value!r}"
+            if re.fullmatch(cast("str", value), actual)
+            else f"{where}: {_short(actual)} does not match {value!r} in full"
         )
     if op == "path_in":
         options = cast("list[JSON]", value)

@@ -1,0 +1,192 @@
+"""``evalkit verify``: all ok on a fresh run; one flipped byte in any bound file is a named MISMATCH, exit 1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalkit.pit import RunConfig, verify_pit_receipt
+
+RELEASE_FILES = ("release.json", "arms/main.jsonl", "arms/redacted.jsonl", "arms/shifted.jsonl", "answer_key.jsonl")
+
+
+@pytest.fixture(scope="module")
+def fresh_run(synth_release_dir, synth_prices_path, tmp_path_factory):
+    """A copy of the release and the prices, a config file, and one CLI run over them (module-scoped)."""
+    import os
+
+    from evalkit.pit import load_prices, run, stub_agent
+
+    base = tmp_path_factory.mktemp("pit-verify")
+    release = base / "release"
+    shutil.copytree(synth_release_dir, release)
+    prices = base / "prices.csv"
+    shutil.copyfile(synth_prices_path, prices)
+    cfg = RunConfig(bundle_path=str(release), forms=("8-K",), start="2023-03-01", end="2023-03-10",
+                    prices_path=str(prices), price_source="synthetic", trajectory_path=str(base / "t.jsonl"),
+                    receipt_path=str(base / "r.json"), probe_items=3)
+    cfg.dump(base / "run.json")
+    old = Path.cwd()
+    os.chdir(base)
+    try:
+        run(stub_agent, cfg, None, load_prices(prices, source="synthetic"))
+    finally:
+        os.chdir(old)
+    return {"base": base, "release": release, "prices": prices, "config": base / "run.json",
+            "receipt": base / "r.json", "trajectory": base / "t.jsonl"}
+
+
+def _verify_args(fr) -> list[str]:
+    return ["verify", str(fr["receipt"]), "--trajectory", str(fr["trajectory"]), "--bundle", str(fr["release"]),
+            "--config", str(fr["config"]), "--prices", str(fr["prices"])]
+
+
+def _lines(out: str) -> dict[str, str]:
+    got = {}
+    for line in out.splitlines():
+        status, name = line.split()[:2]
+        got[name] = status
+    return got
+
+
+ALL_CHECKS = ("body_sha256", "trajectory_sha256", "bundle_content_digest", "config_sha256", "prices_sha256")
+
+
+def test_fresh_run_verifies_ok(fresh_run, cli):
+    code, out, err = cli(*_verify_args(fresh_run))
+    assert (code, err) == (0, "")
+    assert _lines(out) == dict.fromkeys(ALL_CHECKS, "ok")
+    checks = verify_pit_receipt(fresh_run["receipt"], trajectory=fresh_run["trajectory"], bundle=fresh_run["release"],
+                                config=fresh_run["config"], prices=fresh_run["prices"])
+    assert [c.name for c in checks] == list(ALL_CHECKS) and all(c.ok for c in checks)
+
+
+def test_verify_without_optional_files_checks_three(fresh_run, cli):
+    code, out, _ = cli("verify", fresh_run["receipt"], "--trajectory", fresh_run["trajectory"], "--bundle",
+                       fresh_run["release"])
+    assert code == 0
+    assert _lines(out) == dict.fromkeys(ALL_CHECKS[:3], "ok")
+
+
+def _value_position(data: bytes, start: int = 0) -> int:
+    """A byte inside a hex/decimal run (a digest or a number), so the flip keeps the file well-formed."""
+    for i in range(max(start, len(data) // 2), len(data)):
+        if data[i : i + 1] in b"0123456789abcdef" and data[i - 1 : i] in b"0123456789abcdef":
+            return i
+    raise AssertionError("no value byte found")
+
+
+def _flip_value(data: bytes, pos: int) -> bytes:
+    b = bytearray(data)
+    c = chr(b[pos])
+    b[pos] = ord("1" if c == "0" else "0")
+    return bytes(b)
+
+
+def _targets(fr) -> list[tuple[str, Path, str]]:
+    out = [
+        ("receipt body", fr["receipt"], "body_sha256"),
+        ("trajectory", fr["trajectory"], "trajectory_sha256"),
+        ("config", fr["config"], "config_sha256"),
+        ("prices", fr["prices"], "prices_sha256"),
+    ]
+    out += [(rel, fr["release"] / rel, "bundle_content_digest") for rel in RELEASE_FILES]
+    return out
+
+
+TARGET_NAMES = ["receipt body", "trajectory", "config", "prices", *RELEASE_FILES]
+
+
+@pytest.mark.parametrize("target", TARGET_NAMES)
+def test_one_flipped_value_byte_is_a_named_mismatch(fresh_run, cli, target):
+    name, path, check = next(t for t in _targets(fresh_run) if t[0] == target)
+    pristine = path.read_bytes()
+    if name == "receipt body":
+        pos = pristine.index(b'"run_id":"run-') + len(b'"run_id":"run-') + 3
+    elif name == "config":
+        pos = pristine.index(b'"hold_sessions": ') + len(b'"hold_sessions": ')
+    else:
+        pos = _value_position(pristine)
+    path.write_bytes(_flip_value(pristine, pos))
+    try:
+        code, out, _ = cli(*_verify_args(fresh_run))
+    finally:
+        path.write_bytes(pristine)
+    assert code == 1
+    got = _lines(out)
+    assert got[check] == "MISMATCH", out
+    assert {k for k, v in got.items() if v == "MISMATCH"} == {check}, out
+    if check == "bundle_content_digest" and name != "release.json":
+        assert name in out  # the release file that changed is named
+
+
+@pytest.mark.parametrize("target", TARGET_NAMES)
+@pytest.mark.parametrize("where", ["first", "last-but-one", "middle"])
+def test_any_flipped_byte_is_caught_as_a_mismatch(fresh_run, cli, target, where):
+    """Flipping a structural byte (a brace, a quote) must be caught too: MISMATCH naming the check, exit 1."""
+    name, path, check = next(t for t in _targets(fresh_run) if t[0] == target)
+    pristine = path.read_bytes()
+    pos = {"first": 0, "last-but-one": len(pristine) - 2, "middle": len(pristine) // 2}[where]
+    b = bytearray(pristine)
+    b[pos] ^= 0x01
+    path.write_bytes(bytes(b))
+    try:
+        code, out, err = cli(*_verify_args(fresh_run))
+    finally:
+        path.write_bytes(pristine)
+    assert code == 1, (code, out, err)
+    assert _lines(out).get(check) == "MISMATCH", (out, err)
+
+
+def test_missing_trajectory_is_a_mismatch(fresh_run, cli, tmp_path):
+    args = _verify_args(fresh_run)
+    args[args.index("--trajectory") + 1] = str(tmp_path / "gone.jsonl")
+    code, out, _ = cli(*args)
+    assert code == 1
+    assert _lines(out)["trajectory_sha256"] == "MISMATCH" and "not found" in out
+
+
+def test_a_different_release_is_a_mismatch(fresh_run, cli, hand_release_dir):
+    args = _verify_args(fresh_run)
+    args[args.index("--bundle") + 1] = str(hand_release_dir)
+    code, out, _ = cli(*args)
+    assert code == 1 and _lines(out)["bundle_content_digest"] == "MISMATCH"
+
+
+def test_moved_inputs_still_verify(fresh_run, cli, tmp_path):
+    """Inputs are bound by content, not location: a copied release, price file and config still verify."""
+    rel = tmp_path / "elsewhere"
+    shutil.copytree(fresh_run["release"], rel)
+    cfg = json.loads(fresh_run["config"].read_text())
+    cfg["bundle_path"] = str(rel)
+    cfg["receipt_path"] = "x.json"
+    (tmp_path / "run.json").write_text(json.dumps(cfg))
+    shutil.copyfile(fresh_run["prices"], tmp_path / "p.csv")
+    code, out, _ = cli("verify", fresh_run["receipt"], "--trajectory", fresh_run["trajectory"], "--bundle", rel,
+                       "--config", tmp_path / "run.json", "--prices", tmp_path / "p.csv")
+    assert code == 0, out
+    assert set(_lines(out).values()) == {"ok"}
+
+
+def test_edited_receipt_body_with_rehash_still_fails_on_bindings(fresh_run, cli, tmp_path):
+    """Editing the body and recomputing body_sha256 passes the body check but not the trajectory binding."""
+    from evalkit_core import make_receipt, write_receipt
+
+    receipt = json.loads(fresh_run["receipt"].read_text())
+    body = receipt["body"]
+    body["binding"]["trajectory_sha256"] = "sha256:" + "0" * 64
+    forged = tmp_path / "forged.json"
+    write_receipt(forged, make_receipt(body))
+    code, out, _ = cli("verify", forged, "--trajectory", fresh_run["trajectory"], "--bundle", fresh_run["release"])
+    assert code == 1
+    got = _lines(out)
+    assert got["body_sha256"] == "ok" and got["trajectory_sha256"] == "MISMATCH"
+
+
+def test_verify_without_bundle_is_a_user_error(fresh_run, cli):
+    code, out, err = cli("verify", fresh_run["receipt"], "--trajectory", fresh_run["trajectory"])
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1 and "--bundle" in err
