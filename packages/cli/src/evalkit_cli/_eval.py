@@ -18,7 +18,7 @@ def _rate(value: object) -> str:
 def eval_command(
     tasks: Path = typer.Option(..., "--tasks", help="Task bank directory."),
     solver: str = typer.Option(
-        ..., "--solver", help="reference, or replay:FILE.jsonl (lines of task_id and completion)."
+        ..., "--solver", help="reference, replay:FILE.jsonl (lines of task_id and completion), or model:<id> (a registry model, e.g. model:sim/strong)."
     ),
     k: int | None = typer.Option(
         None, "--k", help="Samples per task (reference: repeat; replay: keep the first K)."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import cast
 
@@ -15,12 +16,14 @@ from evalkit._tasks import (
     CallTest,
     CheckTest,
     CodeTask,
+    StructuredTask,
     Task,
     TaskError,
     bank_digest,
     conforms,
     load_task,
     load_tasks,
+    render_prompt,
     task_dirs,
     validate_task_json,
 )
@@ -36,6 +39,7 @@ from evalkit_core import (
     read_receipt,
     write_receipt,
 )
+from evalkit_core.models import Completion, JsonValue, Request, SimContext
 
 __all__ = [
     "EvalReport",
@@ -276,6 +280,37 @@ def summarize(rows: Sequence[dict[str, JSON]], n_tasks: int) -> dict[str, JSON]:
     }
 
 
+def model_request(task: Task, sample: int, *, max_tokens: int = 2048) -> Request:
+    """The request a model solver sends for one sample of ``task``: the rendered prompt (public tests only).
+
+    ``sim_context`` carries the reference for simulated models (``sim/*``) only; real providers never send it.
+    """
+    if isinstance(task, StructuredTask):
+        sim = SimContext(reference_json=cast("JsonValue", task.reference), sample=sample)
+    else:
+        sim = SimContext(reference=reference_solution(task), sample=sample)
+    return Request.of(render_prompt(task), max_tokens=max_tokens, temperature=0.0 if sample == 0 else 0.8, sim_context=sim)
+
+
+def model_completions(tasks: Sequence[Task], model_id: str, k: int, *, concurrency: int = 16) -> list[tuple[Task, int, Completion]]:
+    """Ask ``model_id`` (through the model layer: registry, cost, budget, store) for ``k`` samples per task."""
+    import asyncio
+
+    from evalkit_core.models import ModelClient
+
+    async def go() -> list[tuple[Task, int, Completion]]:
+        gate = asyncio.Semaphore(concurrency)
+        async with ModelClient() as client:
+
+            async def one(task: Task, j: int) -> tuple[Task, int, Completion]:
+                async with gate:
+                    return task, j, await client.complete(model_id, model_request(task, j))
+
+            return list(await asyncio.gather(*(one(t, j) for t in tasks for j in range(k))))
+
+    return asyncio.run(go())
+
+
 def run_eval(
     tasks_dir: str | Path,
     solver: str,
@@ -323,8 +358,25 @@ def run_eval(
             items.append((by_id[task_id], completion))
             samples.append(j)
         solver_json["file_digest"] = file_digest(replay_path)
+    elif solver.startswith("model:"):
+        model_id = solver.removeprefix("model:")
+        answers = model_completions(tasks, model_id, k or 1)
+        calls = [c for _, _, c in answers]
+        reported: list[JSON] = sorted({c.reported_model for c in calls})
+        solver_json = {
+            "name": "model",
+            "model_id": model_id,
+            "reported_models": reported,
+            "simulated": any(c.simulated for c in calls),
+            "calls": len(calls),
+            "cost_usd": str(sum((c.cost for c in calls), Decimal(0))),
+            "registry_digest": calls[0].registry_digest if calls else None,
+        }
+        for t, j, c in answers:
+            items.append((t, c.text))
+            samples.append(j)
     else:
-        raise ConfigError(f"--solver must be 'reference' or 'replay:FILE.jsonl', got {solver!r}")
+        raise ConfigError(f"--solver must be 'reference', 'replay:FILE.jsonl' or 'model:<id>', got {solver!r}")
     order = sorted(range(len(items)), key=lambda i: (items[i][0].id, samples[i]))
     items = [items[i] for i in order]
     samples = [samples[i] for i in order]
