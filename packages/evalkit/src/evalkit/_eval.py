@@ -362,7 +362,7 @@ def run_eval(
         model_id = solver.removeprefix("model:")
         answers = model_completions(tasks, model_id, k or 1)
         calls = [c for _, _, c in answers]
-        reported: list[JSON] = sorted({c.reported_model for c in calls})
+        reported: list[JSON] = [*sorted({c.reported_model for c in calls})]
         solver_json = {
             "name": "model",
             "model_id": model_id,

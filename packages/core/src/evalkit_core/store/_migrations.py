@@ -93,36 +93,53 @@ _V1 = (
         cap_after TEXT,
         note TEXT
     )""",
-    # Room for later issues (campaigns, rollouts, counterexamples): real tables, filled by their owners.
+    # Campaigns (evalkit_router): ``campaign_id`` is the campaign's name; ``config_digest`` the digest of its
+    # identity (what decides its results); ``config`` canonical JSON {identity, settings, file: {path, digest,
+    # text}, registry: {digest, sources}}; ``status`` running | halted | done (a killed run stays running).
     """CREATE TABLE campaigns (
         campaign_id TEXT PRIMARY KEY,
         created_at TEXT NOT NULL,
-        name TEXT,
+        name TEXT UNIQUE,
         config_digest TEXT NOT NULL,
         config TEXT NOT NULL,
         status TEXT NOT NULL
     )""",
+    # One row per rollout, written the moment its completion arrives (status 'completed', ``completion`` the
+    # JSON of the model layer's Completion, ``cost`` its exact Decimal as text) and updated once graded
+    # (status 'graded', ``result`` the canonical verdict JSON). ``rollout_key`` = digest of (campaign name,
+    # model id, task id, task digest, sample index).
     """CREATE TABLE rollouts (
         rollout_key TEXT PRIMARY KEY,
         campaign_id TEXT NOT NULL REFERENCES campaigns(campaign_id),
         task_id TEXT NOT NULL,
+        task_digest TEXT NOT NULL,
         model_id TEXT NOT NULL,
         sample INTEGER NOT NULL,
         call_id TEXT REFERENCES model_calls(call_id),
-        status TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('completed', 'graded')),
+        completion TEXT NOT NULL,
+        cost TEXT NOT NULL,
         result TEXT,
+        infra_error TEXT,
         created_at TEXT NOT NULL,
+        graded_at TEXT,
         UNIQUE (campaign_id, task_id, model_id, sample)
     )""",
+    # The adversary's bank (evalkit._adversary): one row per (task, input digest). ``input`` is the JSON
+    # {"args": [...], "kwargs": {...}}, ``expected`` the reference's JSON result (never NaN), ``found_by`` the
+    # proposer, ``candidate_digest`` the candidate it broke, ``actual`` what that candidate did.
     """CREATE TABLE counterexamples (
         counterexample_id TEXT PRIMARY KEY,
         task_id TEXT NOT NULL,
+        task_digest TEXT NOT NULL,
         input TEXT NOT NULL,
         input_digest TEXT NOT NULL,
         expected TEXT NOT NULL,
-        category TEXT,
-        hint TEXT,
-        found_by TEXT,
+        category TEXT NOT NULL,
+        hint TEXT NOT NULL,
+        found_by TEXT NOT NULL,
+        candidate_digest TEXT NOT NULL,
+        actual TEXT NOT NULL,
         created_at TEXT NOT NULL,
         UNIQUE (task_id, input_digest)
     )""",
