@@ -8,6 +8,7 @@ would reach nothing real.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import socket
 import ssl
@@ -19,7 +20,15 @@ from typing import Any
 
 import pytest
 
-from evalkit.pit import NetworkBlocked, NetworkBlockedError, NetworkGuard, RunConfig, from_callable, run, network_guard
+from evalkit.pit import (
+    NetworkBlocked,
+    NetworkBlockedError,
+    NetworkGuard,
+    RunConfig,
+    from_callable,
+    network_guard,
+    run,
+)
 
 THIS_FILE = Path(__file__).name
 TARGET_IP = "192.0.2.1"
@@ -151,9 +160,9 @@ def test_abort_stops_at_the_first_attempt_even_if_swallowed(name, synth_release_
     def agent(prompt, tools):
         calls["n"] += 1
         tools.pit_list(limit=5)
-        try:
+        try:  # noqa: SIM105 - spelled out: the agent tries to swallow the guard's error
             attempt(box)
-        except Exception:  # the agent tries to swallow the guard's error
+        except Exception:
             pass
         calls["after"] += 1
         return []
@@ -180,7 +189,8 @@ def test_abort_stops_at_the_first_attempt_even_if_swallowed(name, synth_release_
     if target is not None:
         assert target in (ev["target"] or "")
     if box.get("line") is not None:
-        assert ev["call_site"] is not None and ev["call_site"].endswith(f"{THIS_FILE}:{box['line']}"), ev
+        assert ev["call_site"] is not None, ev
+        assert ev["call_site"].endswith(f"{THIS_FILE}:{box['line']}"), ev
     assert (ev["arm"], ev["clock"], ev["session_date"]) == ("main", "leaky", "2023-03-01")
     assert [e["type"] for e in events].count("agent_call") == 1
     assert events[-1] == {**events[-1], "type": "run_end", "valid": False, "invalidated_by": ["network_egress_attempt"]}
@@ -192,17 +202,16 @@ def test_abort_holds_even_against_a_bare_except(synth_release_dir, in_tmp, event
 
     def stubborn(prompt, tools):
         calls["n"] += 1
-        try:
+        with contextlib.suppress(BaseException):
             socket.getaddrinfo(TARGET_HOST, 80)
-        except BaseException:  # noqa: S110 - the point: even this does not let the run go on
-            pass
         return []
 
     before = _snapshot()
     result = run(from_callable(stubborn), _cfg(synth_release_dir, "abort"))
     _assert_guard_removed(before)
     assert calls["n"] == 1
-    assert result.body["valid"] is False and result.body["completed"] is False
+    assert result.body["valid"] is False
+    assert result.body["completed"] is False
     assert result.body["network"]["egress_attempts"] == 1
     assert [e["type"] for e in events_of(result.trajectory_path)].count("agent_call") == 1
 
@@ -232,7 +241,8 @@ def test_continue_lets_the_agent_go_on_but_the_run_is_invalid(name, synth_releas
     _assert_guard_removed(before)
     body = result.body
     n_calls = 9 * 3 + body["probe"]["items_asked"]
-    assert len(seen) == n_calls and body["completed"] is True
+    assert len(seen) == n_calls
+    assert body["completed"] is True
     assert len(body["cells"]) == 9
     assert body["probe"]["items_asked"] == 2
     assert body["valid"] is False
@@ -271,7 +281,8 @@ def test_af_unix_keeps_working_inside_the_agent(synth_release_dir, in_tmp, tmp_p
 
     result = run(from_callable(chatty), _cfg(synth_release_dir, "abort", arms=("main",), clocks=("pit",)))
     assert result.body["valid"] is True
-    assert result.body["network"]["clean"] is True and result.body["network"]["egress_attempts"] == 0
+    assert result.body["network"]["clean"] is True
+    assert result.body["network"]["egress_attempts"] == 0
     assert got == [b"ping", b"pong"] * 3
 
 
@@ -324,3 +335,16 @@ def test_only_one_guard_at_a_time():
     with network_guard("abort"), pytest.raises(RuntimeError):
         NetworkGuard("abort").install()
     assert NetworkGuard._active is None
+
+
+def test_low_level_socket_module_is_blocked_too():
+    import _socket
+
+    with network_guard("continue") as guard:
+        try:
+            s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        except OSError:
+            pass
+        else:
+            s.close()
+    assert [a.kind for a in guard.attempts] == ["socket"]

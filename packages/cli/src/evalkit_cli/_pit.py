@@ -161,6 +161,7 @@ def verify(
     """Recompute every hash a receipt binds, offline. One ok/MISMATCH line each; exit 0 only if all match."""
     from evalkit_core import ReceiptError, read_receipt
 
+    body: dict[str, Any]
     try:
         body = read_receipt(receipt)["body"]
     except ReceiptError:
@@ -215,6 +216,16 @@ def export(
         raise ConfigError(f"--format: expected one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
     form_list = [f.strip() for f in forms.split(",") if f.strip()] if forms else None
     release = Release.load(bundle, forms=form_list, start=start, end=end)
-    samples = session_samples(release, arm, clock, hold_sessions=hold_sessions, max_rows=max_rows)
+    import datetime as dt
+
+    samples = session_samples(
+        release,
+        arm,
+        clock,
+        hold_sessions=hold_sessions,
+        max_rows=max_rows,
+        start=dt.date.fromisoformat(start) if start else None,
+        end=dt.date.fromisoformat(end) if end else None,
+    )
     n = export_samples(samples, out, fmt)
     typer.echo(f"wrote {n} samples ({fmt}) to {out}")

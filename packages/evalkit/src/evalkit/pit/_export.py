@@ -13,6 +13,7 @@ The answer key never enters an export: metadata holds only what the agent could 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,17 +44,19 @@ def session_samples(
     *,
     hold_sessions: int = 5,
     max_rows: int = 50,
+    start: dt.date | None = None,
+    end: dt.date | None = None,
 ) -> list[dict[str, Any]]:
-    """One neutral sample per session of the release's (already selected) window."""
+    """One neutral sample per session in [start, end] (default: the release's window)."""
     if arm not in ARMS:
         raise ConfigError(f"--arm: unknown arm {arm!r}; expected one of {', '.join(ARMS)}")
     clk = parse_clock(str(clock))
     calendar = nyse()
-    start, end = release.window
+    w0, w1 = release.window
+    start, end = start or w0, end or w1
+    if start < w0 or end > w1 or start > end:
+        raise ConfigError(f"export window {start}..{end} is not inside the release window {w0}..{w1}")
     main = release.arm("main")
-    if main.height:
-        dates = main.get_column("partition_date")
-        start, end = max(start, dates.min()), min(end, dates.max())  # pyright: ignore[reportAssignmentType, reportArgumentType]
     view = CellView(arm, clk, release.arm(arm), main, calendar)
     out: list[dict[str, Any]] = []
     for session in calendar.between(start, end):

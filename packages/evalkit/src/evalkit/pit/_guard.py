@@ -11,13 +11,14 @@ agent's ``except Exception`` cannot swallow it, and the runner stops the run at 
 the agent caught it with a bare ``except``. Under ``continue`` the raised :class:`NetworkBlockedError` is an
 ``OSError`` (what network code expects), the agent goes on, and the run is still invalid.
 
-The guard covers this process's Python code. Subprocesses and C extensions that call libc directly are not
+The guard covers this process's Python code, the low-level _socket module included. Subprocesses and C
+extensions that call libc directly are not
 covered; ``--netns`` runs the whole run inside a fresh network namespace for that.
 """
 
 from __future__ import annotations
 
-import os
+import _socket
 import socket
 import ssl
 import sys
@@ -73,10 +74,11 @@ def _call_site() -> str | None:
 
 
 def _display_path(filename: str) -> str:
-    try:
-        return os.path.relpath(filename)
-    except ValueError:
-        return filename
+    """Relative to the working directory when the file lies under it, else absolute: a run's trajectory must
+    not depend on which directory it was started from unless the agent's own code lives there."""
+    cwd = Path.cwd()
+    path = Path(filename)
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else filename
 
 
 def _target(address: Any) -> str | None:
@@ -166,6 +168,20 @@ class NetworkGuard:
         def guarded_wrap_bio(_ctx: ssl.SSLContext, *_args: Any, **kwargs: Any) -> Any:
             raise guard._block("tls_wrap", kwargs.get("server_hostname"))
 
+        raw_base: type[Any] = _socket.socket
+
+        class GuardedRawSocket(raw_base):  # code that reaches for _socket.socket directly
+            def __init__(self, family: Any = -1, type: Any = -1, proto: Any = -1, fileno: Any = None) -> None:  # noqa: A002
+                fam = socket.AF_INET if family == -1 and fileno is None else family
+                if _is_inet(fam) and fileno is None:
+                    raise guard._block("socket", f"family={socket.AddressFamily(fam).name}")
+                # socket.socket.__init__ also calls _socket.socket.__init__ by name, with a socket.socket
+                # instance, so call the original type's __init__ explicitly rather than through super().
+                raw_base.__init__(self, family, type, proto, fileno)
+
+        self._patch(_socket, "socket", GuardedRawSocket)
+        for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr"):
+            self._patch(_socket, name, resolver(name))
         self._patch(socket.socket, "__init__", guarded_init)
         self._patch(socket.socket, "connect", guarded_connect)
         self._patch(socket.socket, "connect_ex", guarded_connect_ex)
