@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.pit import AgentReply, AgentSpecError, RunConfig, from_callable, from_tool_loop, resolve_agent, run, stub_agent
+from evalkit.pit import (
+    AgentReply,
+    AgentSpecError,
+    RunConfig,
+    from_callable,
+    from_tool_loop,
+    resolve_agent,
+    run,
+    stub_agent,
+)
 from evalkit_core import ConfigError, read_receipt
 
 
@@ -39,13 +48,17 @@ def test_agent_that_raises_is_recorded_and_the_run_is_invalid(synth_release_dir,
          "session_date": "2023-03-03"}
     ]
     # The trajectory is kept, with every event up to the error, and the receipt binds it.
-    assert result.trajectory_path.is_file() and result.receipt_path.is_file()
+    assert result.trajectory_path.is_file()
+    assert result.receipt_path.is_file()
     events = events_of(result.trajectory_path)
     types = [e["type"] for e in events]
-    assert types.count("agent_call") == 3 and types.count("tool_call") == 3 and types.count("decision") == 2
+    assert types.count("agent_call") == 3
+    assert types.count("tool_call") == 3
+    assert types.count("decision") == 2
     err = next(e for e in events if e["type"] == "agent_error")
     assert err["message"] == "boom at the third bell"
-    assert types[-1] == "run_end" and events[-1]["valid"] is False
+    assert types[-1] == "run_end"
+    assert events[-1]["valid"] is False
     assert read_receipt(result.receipt_path)["body"]["valid"] is False
     from evalkit_core import file_digest
 
@@ -117,7 +130,8 @@ def test_tool_loop_adapter_runs_calls_and_submits(synth_release_dir, in_tmp, eve
     listed = [e for e in events if e["type"] == "tool_call" and e["tool"] == "pit_list"]
     for dec, lst in zip(decisions, listed, strict=True):
         want = [r["row_key"] for r in lst["result"]["rows"]]
-        assert dec["picks"] == want and dec["text"] == "buying"
+        assert dec["picks"] == want
+        assert dec["text"] == "buying"
     assert result.cell("main", "pit")["trades"] == sum(len(d["picks"]) for d in decisions) > 0
 
 
@@ -140,7 +154,8 @@ def test_tool_loop_plain_content_ends_with_text_and_bad_arguments_are_answered(s
     assert result.body["valid"] is True
     assert replies == ["error", "error", "error"]
     dec = next(e for e in events_of(result.trajectory_path) if e["type"] == "decision")
-    assert dec["picks"] == [] and dec["text"] == "nothing today"
+    assert dec["picks"] == []
+    assert dec["text"] == "nothing today"
 
 
 def test_tool_loop_stops_after_max_turns(synth_release_dir, in_tmp):
@@ -167,7 +182,8 @@ def test_from_callable_coerces_replies(synth_release_dir, in_tmp, events_of):
         result = run(from_callable(fn), _cfg(synth_release_dir, arms=("main",), clocks=("pit",), end="2023-03-01",
                                              probe_items=0))
         dec = next(e for e in events_of(result.trajectory_path) if e["type"] == "decision")
-        assert dec["text"] == text and dec["picks"] == []
+        assert dec["text"] == text
+        assert dec["picks"] == []
 
 
 # --- agent specs ------------------------------------------------------------------------------------------------

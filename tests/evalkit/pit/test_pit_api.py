@@ -30,18 +30,21 @@ def test_issue_snippet_runs_in_exactly_that_shape(synth_release_dir, synth_price
     # --- end of snippet ---
     out = capsys.readouterr().out.split()
     assert out[0] == result.receipt["body_sha256"]
-    assert out[0].startswith("sha256:") and len(out[0]) == 7 + 64
+    assert out[0].startswith("sha256:")
+    assert len(out[0]) == 7 + 64
     total = result.total_return("main", "pit")
     assert isinstance(total, float)
     assert out[1] == repr(total)
     assert (in_tmp / "trajectory.jsonl").is_file()
     assert read_receipt(in_tmp / "receipt.json") == result.receipt
     body = result.receipt["body"]
-    assert body["valid"] is True and body["completed"] is True
+    assert body["valid"] is True
+    assert body["completed"] is True
     assert len(body["cells"]) == 9
     assert body["prices"] == {"source": "your vendor", "pulled_at": "2026-08-27", "sha256": body["binding"]["prices_sha256"]}
     main_pit = result.cell("main", "pit")
-    assert main_pit["trades"] > 0 and main_pit["scored_trades"] > 0
+    assert main_pit["trades"] > 0
+    assert main_pit["scored_trades"] > 0
     assert set(main_pit["trades_by_form"]) == {"8-K"}
 
 
@@ -50,7 +53,8 @@ def test_without_prices_every_cell_runs_and_total_return_is_none(synth_release_d
     result = run(stub_agent, cfg)
     body = result.body
     assert body["valid"] is True
-    assert body["prices"] is None and body["binding"]["prices_sha256"] is None
+    assert body["prices"] is None
+    assert body["binding"]["prices_sha256"] is None
     assert [(c["arm"], c["clock"]) for c in body["cells"]] == [
         (a, c) for a in ("main", "redacted", "shifted") for c in ("leaky", "dump", "pit")
     ]
@@ -73,7 +77,8 @@ def test_declared_cutoff_after_window_end_is_flagged(synth_release_dir, in_tmp):
         model_version="m-2024-01", training_cutoff="2023-06-30", probe_items=0,
     )
     body = run(stub_agent, cfg).body
-    assert body["protocol_gaps"] == [] and body["protocol_complete"] is True
+    assert body["protocol_gaps"] == []
+    assert body["protocol_complete"] is True
     assert body["window_ends_before_cutoff"] is True
     assert body["protocol"]["P2_training_cutoff"]["window_ends_before_cutoff"] is True
     assert body["protocol"]["P1_model_version"]["declared"] == "m-2024-01"

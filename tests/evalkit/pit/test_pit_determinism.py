@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -56,7 +57,8 @@ def test_trajectory_is_canonical_jsonl_with_sequence_numbers(synth_release_dir, 
     events = [json.loads(x) for x in lines]
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert result.body["trajectory"]["events"] == len(events)
-    assert events[0]["type"] == "run_start" and events[-1]["type"] == "run_end"
+    assert events[0]["type"] == "run_start"
+    assert events[-1]["type"] == "run_end"
     for line, ev in zip(lines, events, strict=True):
         assert line == json.dumps(ev, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     types = {e["type"] for e in events}
@@ -69,10 +71,8 @@ def test_egress_runs_in_different_directories_are_byte_identical(synth_release_d
     def nosy(prompt, tools):
         import socket
 
-        try:
+        with contextlib.suppress(NetworkBlockedError):
             socket.getaddrinfo("example.invalid", 443)
-        except NetworkBlockedError:
-            pass
         return []
 
     cfg = RunConfig(bundle_path=str(synth_release_dir), forms=("8-K",), start=RUN_START, end="2023-03-02",

@@ -62,7 +62,9 @@ def test_bare_year_is_year_only_and_not_a_leak():
 
 def test_shifted_date_is_not_the_real_date():
     s = score_answer("Filed 2033-03-10 by [ISSUER].", TRUTH)
-    assert s["date_recovered"] is False and s["year_only"] is False and s["issuer_recovered"] is False
+    assert s["date_recovered"] is False
+    assert s["year_only"] is False
+    assert s["issuer_recovered"] is False
 
 
 @pytest.mark.parametrize(
@@ -167,7 +169,8 @@ def test_stub_holds_the_mask(synth_release_dir, in_tmp, events_of):
     prompts = [e["prompt"] for e in events if e["type"] == "agent_call" and "probe_item" in e]
     assert len(prompts) == 10
     for p in prompts:
-        assert "2023-" not in p and "[ISSUER]" in p
+        assert "2023-" not in p
+        assert "[ISSUER]" in p
 
 
 def test_cheating_agent_that_reads_the_answer_key_leaks_the_mask(synth_release_dir, in_tmp):
@@ -188,7 +191,8 @@ def test_cheating_agent_that_reads_the_answer_key_leaks_the_mask(synth_release_d
     probe = result.body["probe"]
     assert probe["verdict"] == "mask_leaks"
     assert probe["items_asked"] == 10
-    assert probe["date_recovered"] == 10 and probe["issuer_recovered"] == 10
+    assert probe["date_recovered"] == 10
+    assert probe["issuer_recovered"] == 10
     assert all(i["issuer_matched_by"] == ["name"] for i in probe["items"])
     # A leak is a finding, not an invalid run.
     assert result.body["valid"] is True
@@ -204,13 +208,15 @@ def test_year_only_answers_do_not_flip_the_verdict(synth_release_dir, in_tmp):
     result = run(from_callable(vague), _cfg(synth_release_dir, probe_items=4))
     probe = result.body["probe"]
     assert probe["verdict"] == "mask_holds"
-    assert probe["year_only"] == 4 and probe["items_asked"] == 4
+    assert probe["year_only"] == 4
+    assert probe["items_asked"] == 4
 
 
 def test_probe_not_run_without_shifted_rows_served(synth_release_dir, in_tmp):
     result = run(from_callable(lambda p, t: []), _cfg(synth_release_dir))
     probe = result.body["probe"]
-    assert probe["verdict"] == "not_run" and probe["items"] == []
+    assert probe["verdict"] == "not_run"
+    assert probe["items"] == []
     assert "served" in probe["reason"]
     result = run(stub_agent, _cfg(synth_release_dir, probe_items=0))
     assert result.body["probe"]["verdict"] == "not_run"

@@ -37,7 +37,9 @@ def test_stub_returns_match_the_hand_computation(stub_run):
             assert c["unpriced_trades"] == 3  # C and E have no ticker, DDD has no prices
             assert c["trades_by_form"] == {"8-K": 5}
             assert c["rejected_picks"] == {"unknown": 0, "not_yet_knowable": 0, "duplicate": 0}
-        assert leaky["reachable"] is False and dump["reachable"] is True and pit["reachable"] is True
+        assert leaky["reachable"] is False
+        assert dump["reachable"] is True
+        assert pit["reachable"] is True
         # Lookahead: leaky enters A (bell 14:30Z < 15:00Z), D (< 22:00Z) and E (< real 15:00Z) before acceptance;
         # C has no acceptance stamp anywhere and is not checked.
         assert (leaky["lookahead_trades"], leaky["lookahead_checked"]) == (3, 4)
@@ -129,15 +131,18 @@ def test_unknown_future_and_duplicate_picks_are_recorded_never_traded(
 
 def test_exit_beyond_the_price_file_is_unpriced(hand_release_dir, tmp_path, in_tmp):
     short = tmp_path / "short.csv"
-    # AWI and BBB priced only up to 03-06: every exit (03-06 for A leaky is the only one inside) ...
+    # AWI priced to 03-06 and BBB on 03-03 only: A leaky (03-02 -> 03-06) is the only trade with both opens.
     short.write_text("ticker,date,open\nAWI,2023-03-02,100\nAWI,2023-03-03,110\nAWI,2023-03-06,120\nBBB,2023-03-03,50\n")
     result = run(stub_agent, _cfg(hand_release_dir, arms=("main",)), Release.load(hand_release_dir),
                  load_prices(short, source="hand"))
     leaky = result.cell("main", "leaky")
-    assert leaky["scored_trades"] == 1 and leaky["unpriced_trades"] == 4
+    assert leaky["scored_trades"] == 1
+    assert leaky["unpriced_trades"] == 4
     assert leaky["total_return"] == pytest.approx(0.2, abs=1e-6)
     pit = result.cell("main", "pit")
-    assert pit["scored_trades"] == 0 and pit["total_return"] is None and pit["unpriced_trades"] == 5
+    assert pit["scored_trades"] == 0
+    assert pit["total_return"] is None
+    assert pit["unpriced_trades"] == 5
 
 
 def test_hold_sessions_changes_the_exit(hand_release_dir, hand_prices_path, in_tmp):
@@ -171,7 +176,8 @@ def test_price_file_without_needed_columns_is_one_clear_error(tmp_path, content,
     p.write_text(content)
     with pytest.raises(PricesError) as info:
         load_prices(p, source="x")
-    assert needle in str(info.value) and str(p) in str(info.value)
+    assert needle in str(info.value)
+    assert str(p) in str(info.value)
 
 
 def test_price_source_is_required_and_missing_files_are_named(tmp_path, hand_prices_path):

@@ -61,7 +61,8 @@ def test_fresh_run_verifies_ok(fresh_run, cli):
     assert _lines(out) == dict.fromkeys(ALL_CHECKS, "ok")
     checks = verify_pit_receipt(fresh_run["receipt"], trajectory=fresh_run["trajectory"], bundle=fresh_run["release"],
                                 config=fresh_run["config"], prices=fresh_run["prices"])
-    assert [c.name for c in checks] == list(ALL_CHECKS) and all(c.ok for c in checks)
+    assert [c.name for c in checks] == list(ALL_CHECKS)
+    assert all(c.ok for c in checks)
 
 
 def test_verify_without_optional_files_checks_three(fresh_run, cli):
@@ -127,7 +128,7 @@ def test_one_flipped_value_byte_is_a_named_mismatch(fresh_run, cli, target):
 @pytest.mark.parametrize("where", ["first", "last-but-one", "middle"])
 def test_any_flipped_byte_is_caught_as_a_mismatch(fresh_run, cli, target, where):
     """Flipping a structural byte (a brace, a quote) must be caught too: MISMATCH naming the check, exit 1."""
-    name, path, check = next(t for t in _targets(fresh_run) if t[0] == target)
+    _name, path, check = next(t for t in _targets(fresh_run) if t[0] == target)
     pristine = path.read_bytes()
     pos = {"first": 0, "last-but-one": len(pristine) - 2, "middle": len(pristine) // 2}[where]
     b = bytearray(pristine)
@@ -146,14 +147,16 @@ def test_missing_trajectory_is_a_mismatch(fresh_run, cli, tmp_path):
     args[args.index("--trajectory") + 1] = str(tmp_path / "gone.jsonl")
     code, out, _ = cli(*args)
     assert code == 1
-    assert _lines(out)["trajectory_sha256"] == "MISMATCH" and "not found" in out
+    assert _lines(out)["trajectory_sha256"] == "MISMATCH"
+    assert "not found" in out
 
 
 def test_a_different_release_is_a_mismatch(fresh_run, cli, hand_release_dir):
     args = _verify_args(fresh_run)
     args[args.index("--bundle") + 1] = str(hand_release_dir)
     code, out, _ = cli(*args)
-    assert code == 1 and _lines(out)["bundle_content_digest"] == "MISMATCH"
+    assert code == 1
+    assert _lines(out)["bundle_content_digest"] == "MISMATCH"
 
 
 def test_moved_inputs_still_verify(fresh_run, cli, tmp_path):
@@ -183,10 +186,14 @@ def test_edited_receipt_body_with_rehash_still_fails_on_bindings(fresh_run, cli,
     code, out, _ = cli("verify", forged, "--trajectory", fresh_run["trajectory"], "--bundle", fresh_run["release"])
     assert code == 1
     got = _lines(out)
-    assert got["body_sha256"] == "ok" and got["trajectory_sha256"] == "MISMATCH"
+    assert got["body_sha256"] == "ok"
+    assert got["trajectory_sha256"] == "MISMATCH"
 
 
 def test_verify_without_bundle_is_a_user_error(fresh_run, cli):
     code, out, err = cli("verify", fresh_run["receipt"], "--trajectory", fresh_run["trajectory"])
-    assert code == 2 and out == ""
-    assert err.startswith("error: ") and err.count("\n") == 1 and "--bundle" in err
+    assert code == 2
+    assert out == ""
+    assert err.startswith("error: ")
+    assert err.count("\n") == 1
+    assert "--bundle" in err

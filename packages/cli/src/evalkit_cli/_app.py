@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from evalkit_cli import _bundle, _models, _pit, _tasks
+from evalkit_cli._adversary import app as adversary_app
+from evalkit_cli._campaign import app as campaign_app
 from evalkit_cli._errors import run_app
 from evalkit_cli._eval import eval_command
 from evalkit_cli._version import version_callback
@@ -47,6 +49,8 @@ app.command("eval")(eval_command)
 app.add_typer(_models.models_app, name="models", help="The model registry: ids, providers, prices.")
 app.add_typer(_models.budget_app, name="budget", help="The global spending cap (USD): show or set it.")
 app.add_typer(_models.calls_app, name="calls", help="The record of model calls in the store.")
+app.add_typer(adversary_app, name="adversary", help="Mine counterexamples against candidates and bank them.")
+app.add_typer(campaign_app, name="campaign", help="Campaigns: K rollouts x tasks x models, resumable.")
 for _target in (app, pit_app):
     _target.command("run")(_pit.run)
     _target.command("verify")(_pit.verify)

@@ -1,3 +1,70 @@
-"""evalkit_training: verifier rewards and fine-tuning exports (built by later issues)."""
+"""evalkit_training: verifier rewards, reward-hacking checks and exports for fine-tuning.
 
-__all__: list[str] = []
+The TRL reward function lives in the public submodule :mod:`evalkit_training.trl` (``reward``).
+"""
+
+from evalkit_training._export import (
+    FORMATS,
+    CampaignRollouts,
+    ExportFormat,
+    ExportSummary,
+    RolloutRecord,
+    ScoredRollout,
+    campaign_rollouts,
+    export_rows,
+    score_rollouts,
+    write_export,
+)
+from evalkit_training._hacking import (
+    CHECKS,
+    Finding,
+    HackingReport,
+    check_rollout,
+    dynamic_findings,
+    static_findings,
+)
+from evalkit_training._reward import (
+    AdversarialSource,
+    Grading,
+    Reward,
+    RewardComponents,
+    RewardError,
+    banked_adversarial,
+    compute_reward,
+    grade_rollouts,
+    grading_from_json,
+    no_adversarial,
+    provenance,
+    tests_digest,
+)
+
+__all__ = [
+    "CHECKS",
+    "FORMATS",
+    "AdversarialSource",
+    "CampaignRollouts",
+    "ExportFormat",
+    "ExportSummary",
+    "Finding",
+    "Grading",
+    "HackingReport",
+    "Reward",
+    "RewardComponents",
+    "RewardError",
+    "RolloutRecord",
+    "ScoredRollout",
+    "banked_adversarial",
+    "campaign_rollouts",
+    "check_rollout",
+    "compute_reward",
+    "dynamic_findings",
+    "export_rows",
+    "grade_rollouts",
+    "grading_from_json",
+    "no_adversarial",
+    "provenance",
+    "score_rollouts",
+    "static_findings",
+    "tests_digest",
+    "write_export",
+]

@@ -169,6 +169,7 @@ class NetworkGuard:
             raise guard._block("tls_wrap", kwargs.get("server_hostname"))
 
         raw_base: type[Any] = _socket.socket
+        raw_init: Callable[..., None] = raw_base.__init__
 
         class GuardedRawSocket(raw_base):  # code that reaches for _socket.socket directly
             def __init__(self, family: Any = -1, type: Any = -1, proto: Any = -1, fileno: Any = None) -> None:  # noqa: A002
@@ -177,7 +178,7 @@ class NetworkGuard:
                     raise guard._block("socket", f"family={socket.AddressFamily(fam).name}")
                 # socket.socket.__init__ also calls _socket.socket.__init__ by name, with a socket.socket
                 # instance, so call the original type's __init__ explicitly rather than through super().
-                raw_base.__init__(self, family, type, proto, fileno)
+                raw_init(self, family, type, proto, fileno)
 
         self._patch(_socket, "socket", GuardedRawSocket)
         for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr"):
