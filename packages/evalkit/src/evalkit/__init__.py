@@ -67,8 +67,8 @@ from evalkit._verifiers import (
 __all__ = [
     "CATEGORIES",
     "INVALID_REASONS",
-    "MINING_LIMITS",
     "JSON",
+    "MINING_LIMITS",
     "Assertion",
     "CallTest",
     "Category",
