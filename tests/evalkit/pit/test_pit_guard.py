@@ -338,13 +338,17 @@ def test_only_one_guard_at_a_time():
 
 
 def test_low_level_socket_module_is_blocked_too():
+    """`_socket.socket` and `_socket.getaddrinfo` bypass the `socket` module's names; they are guarded as well."""
     import _socket
 
+    before = [_socket.socket, _socket.getaddrinfo, *_snapshot()]
     with network_guard("continue") as guard:
-        try:
-            s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-        except OSError:
-            pass
-        else:
-            s.close()
-    assert [a.kind for a in guard.attempts] == ["socket"]
+        with pytest.raises(NetworkBlockedError):
+            _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        with pytest.raises(NetworkBlockedError):
+            _socket.getaddrinfo(TARGET_HOST, 80)
+        unix = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)  # AF_UNIX still works
+        unix.close()
+    assert [a.kind for a in guard.attempts] == ["socket", "getaddrinfo"]
+    after = [_socket.socket, _socket.getaddrinfo, *_snapshot()]
+    assert all(a is b for a, b in zip(before, after, strict=True))

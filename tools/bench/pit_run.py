@@ -1,0 +1,181 @@
+"""Benchmark the PIT run at the density of a real five-month EDGAR release.
+
+    uv run python tools/bench/pit_run.py [--workdir DIR] [--skip-full] [--list-calls N]
+
+Builds (once; reused when present) a synthetic release of 287,929 rows over 2022-11-01..2023-03-31 with
+``evalkit_core._synth.write_synth_release``, then measures, each in a fresh child process:
+
+  (a) the stub over 2023-03-01..2023-03-10, forms 8-K, 9 cells      target < 1 s
+  (b) the stub over the full window, all forms, 9 cells               target < 60 s and < 2 GB
+
+For each: ``calendar`` (the first ``nyse()`` of the process: pandas-market-calendars import and schedule),
+``load`` (Release.load, parquet cache warm), ``run`` (pit.run: cells, probe, trajectory, receipt), the child's
+whole wall time (interpreter start and imports included), and its peak memory, which is the
+child's ``ru_maxrss`` as reported by ``os.wait4`` (resident set size high-water mark, whole process). The
+target is judged on load + run (the harness's work) and reported again with the calendar build added (cold).
+
+Then, in this process, the mean harness time of one ``pit_list`` call over the full release (main arm, pit
+clock, a late session, random offsets and forms), with the record callback a no-op (toolbox only) and with
+the runner's canonical-JSON trajectory line built for each call (what a real run pays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROWS = 287_929
+START = dt.date(2022, 11, 1)
+END = dt.date(2023, 3, 31)
+SEED = 20221101
+
+CHILD = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+from evalkit.pit import RunConfig, run, stub_agent
+from evalkit_core import Release, nyse
+t_import = time.perf_counter() - t0
+tc = time.perf_counter()
+nyse()  # pandas + pandas-market-calendars import and the 1993..2049 schedule: once per process
+t_calendar = time.perf_counter() - tc
+spec = json.loads(sys.argv[1])
+os.chdir(spec["outdir"])
+t1 = time.perf_counter()
+release = Release.load(spec["release"])
+t_load = time.perf_counter() - t1
+cfg = RunConfig(bundle_path=spec["release"], forms=tuple(spec["forms"]), start=spec["start"], end=spec["end"],
+                trajectory_path="trajectory.jsonl", receipt_path="receipt.json")
+t2 = time.perf_counter()
+result = run(stub_agent, cfg, release)
+t_run = time.perf_counter() - t2
+body = result.body
+print(json.dumps({
+    "import_s": t_import, "calendar_s": t_calendar, "load_s": t_load, "run_s": t_run, "valid": body["valid"],
+    "events": body["trajectory"]["events"], "trades_main_pit": result.cell("main", "pit")["trades"],
+    "sessions": body["window"]["sessions"], "rows": body["protocol"]["P5_window_provenance"]["rows"],
+    "trajectory_bytes": os.path.getsize("trajectory.jsonl"),
+}))
+"""
+
+
+def build_release(workdir: Path) -> Path:
+    from evalkit_core import Release
+    from evalkit_core._synth import write_synth_release
+
+    target = workdir / f"synthetic-{SEED}-{ROWS}"
+    if (target / "release.json").is_file():
+        manifest = json.loads((target / "release.json").read_text())
+        if manifest.get("row_counts", {}).get("rows") == ROWS:
+            print(f"release     reused {target}")
+            return target
+    t = time.perf_counter()
+    write_synth_release(target, rows=ROWS, start=START, end=END, seed=SEED, overwrite=True)
+    print(f"release     built {target} in {time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
+    Release.load(target)  # warm the parquet cache, as a second run of a user's release would find it
+    print(f"release     first load (verify digests + write parquet cache) {time.perf_counter() - t:.2f} s")
+    return target
+
+
+def run_child(label: str, release: Path, forms: list[str], start: str, end: str, workdir: Path) -> dict[str, object]:
+    outdir = Path(tempfile.mkdtemp(prefix=f"pit-bench-{label}-", dir=workdir))
+    spec = json.dumps({"release": str(release), "forms": forms, "start": start, "end": end, "outdir": str(outdir)})
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{label}: child failed ({proc.returncode}):\n{err.decode()}")
+    stats = json.loads(out.decode().strip().splitlines()[-1])
+    shutil.rmtree(outdir, ignore_errors=True)  # (b)'s trajectory alone is ~0.8 GB
+    stats.update(label=label, child_wall_s=wall, peak_rss_mb=usage.ru_maxrss / 1024)
+    return stats
+
+
+def report(stats: dict[str, object], target_s: float, target_mb: float | None) -> None:
+    harness = float(stats["load_s"]) + float(stats["run_s"])  # type: ignore[arg-type]
+    cold = harness + float(stats["calendar_s"])  # type: ignore[arg-type]
+    ok_t = harness < target_s
+    ok_m = target_mb is None or float(stats["peak_rss_mb"]) < target_mb  # type: ignore[arg-type]
+    print(
+        f"({stats['label']}) load {stats['load_s']:.3f} s + run {stats['run_s']:.3f} s = {harness:.3f} s "
+        f"[target < {target_s:g} s: {'met' if ok_t else 'MISSED'}]; + first calendar build {stats['calendar_s']:.2f} s "
+        f"= {cold:.2f} s cold [{'met' if cold < target_s else 'MISSED'}]; child wall {stats['child_wall_s']:.2f} s "
+        f"(imports {stats['import_s']:.2f} s); peak RSS {stats['peak_rss_mb']:.0f} MB (ru_maxrss via wait4)"
+        + (f" [target < {target_mb:g} MB: {'met' if ok_m else 'MISSED'}]" if target_mb else "")
+    )
+    print(
+        f"      rows {stats['rows']}, sessions {stats['sessions']}, events {stats['events']}, "
+        f"trajectory {int(stats['trajectory_bytes']) / 1e6:.1f} MB, main/pit trades {stats['trades_main_pit']}, "  # type: ignore[arg-type]
+        f"valid {stats['valid']}"
+    )
+
+
+def bench_pit_list(release_path: Path, calls: int) -> None:
+    import random
+
+    from evalkit.pit import CellView, Toolbox
+    from evalkit_core import Clock, Release, canonical_bytes, nyse
+
+    release = Release.load(release_path)
+    cal = nyse()
+    main = release.arm("main")
+    t = time.perf_counter()
+    view = CellView("main", Clock.PIT, main, main, cal)
+    build = time.perf_counter() - t
+    s_idx = cal.index_of(dt.date(2023, 3, 30))
+    rng = random.Random(1)
+    forms = [None, None, "8-K", "4", "10-Q"]
+    args = [(rng.choice([10, 20, 50]), rng.randrange(0, 5000), rng.choice(forms)) for _ in range(calls)]
+
+    def nothing(tool: str, a: dict[str, object], r: dict[str, object]) -> None:
+        return None
+
+    sink: list[int] = []
+
+    def serialise(tool: str, a: dict[str, object], r: dict[str, object]) -> None:
+        sink.append(len(canonical_bytes({"type": "tool_call", "tool": tool, "args": a, "result": r})))
+
+    for label, record in (("toolbox only", nothing), ("with trajectory line", serialise)):
+        tb = Toolbox(view, s_idx, record)
+        tb.pit_list(limit=20)  # warm
+        view._rendered.clear()  # cold render cache: every row rendered afresh at least once
+        t = time.perf_counter()
+        for limit, offset, form in args:
+            tb.pit_list(limit=limit, offset=offset, form=form)
+        per = (time.perf_counter() - t) / calls
+        print(f"pit_list    {label}: {per * 1e6:.1f} µs per call (mean of {calls}, limit 10-50, random offset/form)")
+    print(f"pit_list    CellView build (once per cell): {build:.3f} s over {view.frame.height} rows")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "evalkit-bench-pit")
+    ap.add_argument("--skip-full", action="store_true", help="Skip (b), the full-window run.")
+    ap.add_argument("--list-calls", type=int, default=20_000)
+    ns = ap.parse_args()
+    ns.workdir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("EVALKIT_CACHE_DIR", str(ns.workdir / "cache"))
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, cache {os.environ['EVALKIT_CACHE_DIR']}")
+    release = build_release(ns.workdir)
+    report(run_child("a", release, ["8-K"], "2023-03-01", "2023-03-10", ns.workdir), 1.0, None)
+    if not ns.skip_full:
+        report(run_child("b", release, [], START.isoformat(), END.isoformat(), ns.workdir), 60.0, 2048.0)
+    bench_pit_list(release, ns.list_calls)
+
+
+if __name__ == "__main__":
+    main()
