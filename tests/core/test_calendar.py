@@ -319,3 +319,19 @@ def test_sec_business_days_in_november_2022() -> None:
 
 def test_nyse_calendar_is_built_once() -> None:
     assert nyse() is nyse()
+
+
+def test_disk_cached_calendar_equals_the_library_computation(tmp_path, monkeypatch):
+    """The JSON cache must hold exactly what pandas-market-calendars computed (and be used when present)."""
+    from evalkit_core import _calendar
+
+    monkeypatch.setenv("EVALKIT_CACHE_DIR", str(tmp_path))
+    _calendar.nyse.cache_clear()
+    try:
+        first = _calendar.nyse()  # built from the library, written to the cache
+        assert list((tmp_path / "calendar").glob("nyse-*.json"))
+        _calendar.nyse.cache_clear()
+        second = _calendar.nyse()  # read back from the cache
+        assert second.all == first.all == _calendar._nyse_from_library().all
+    finally:
+        _calendar.nyse.cache_clear()

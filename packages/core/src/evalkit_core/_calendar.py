@@ -12,8 +12,11 @@ days, Good Friday is the reverse.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import datetime as dt
 import functools
+import json
+import os
 import warnings
 from collections.abc import Sequence
 from typing import Any, cast
@@ -55,12 +58,13 @@ class Session:
 class Calendar:
     """An ordered run of sessions with binary-search lookups. Immutable once built."""
 
-    __slots__ = ("_dates", "_opens", "_sessions")
+    __slots__ = ("_dates", "_opens", "_opens_us", "_sessions")
 
     def __init__(self, sessions: Sequence[Session]) -> None:
         self._sessions: tuple[Session, ...] = tuple(sessions)
         self._opens: list[dt.datetime] = [s.open for s in self._sessions]
         self._dates: list[dt.date] = [s.date for s in self._sessions]
+        self._opens_us: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -71,8 +75,10 @@ class Calendar:
 
     def opens_us(self) -> list[int]:
         """Opening bells as integer microseconds since the epoch (UTC), in order: for vectorised search."""
-        epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
-        return [(o - epoch) // dt.timedelta(microseconds=1) for o in self._opens]
+        if self._opens_us is None:
+            epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
+            self._opens_us = [(o - epoch) // dt.timedelta(microseconds=1) for o in self._opens]
+        return self._opens_us
 
     def between(self, start: dt.date | str, end: dt.date | str) -> list[Session]:
         """Sessions whose date lies in [start, end], in order."""
@@ -136,7 +142,45 @@ def _as_utc(instant: dt.datetime) -> dt.datetime:
 
 @functools.cache
 def nyse() -> Calendar:
-    """The NYSE calendar over :data:`CALENDAR_SPAN`, built once per process."""
+    """The NYSE calendar over :data:`CALENDAR_SPAN`, built once per process.
+
+    Building it needs pandas and pandas-market-calendars (seconds to import); the result is kept in the cache
+    directory, keyed by the pandas-market-calendars version and the span, so later processes read a small JSON
+    file instead. The cached table holds exactly what the library computed.
+    """
+    from importlib.metadata import version
+
+    from evalkit_core._cache import cache_dir
+
+    key = f"nyse-pmc{version('pandas-market-calendars')}-{CALENDAR_SPAN[0]}-{CALENDAR_SPAN[1]}.json"
+    path = cache_dir() / "calendar" / key
+    try:
+        rows = cast("list[list[int]]", json.loads(path.read_text()))
+        return Calendar([_session_from_row(r) for r in rows])
+    except (OSError, ValueError, TypeError, IndexError):
+        pass
+    calendar = _nyse_from_library()
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps([_session_row(s) for s in calendar.all]))
+        tmp.replace(path)
+    return calendar
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _session_row(s: Session) -> list[int]:
+    return [s.date.toordinal(), int((s.open - _EPOCH).total_seconds()), int((s.close - _EPOCH).total_seconds())]
+
+
+def _session_from_row(row: list[int]) -> Session:
+    day, o, c = row
+    return Session(dt.date.fromordinal(day), _EPOCH + dt.timedelta(seconds=o), _EPOCH + dt.timedelta(seconds=c))
+
+
+def _nyse_from_library() -> Calendar:
     import pandas_market_calendars as mcal
 
     with warnings.catch_warnings():

@@ -65,7 +65,7 @@ class _Normalizer:
             raise _NotPlain
         if t is float:
             f = cast("float", v)
-            if f != f or f in (math.inf, -math.inf) or abs(f) > _INT_LIMIT:
+            if math.isnan(f) or math.isinf(f) or abs(f) > _INT_LIMIT:
                 raise _NotPlain
             return self.float(f, ())
         if t is dict:

@@ -28,6 +28,7 @@ from typing import Any, cast
 import attrs
 import polars as pl
 
+from evalkit_core._cache import cache_dir
 from evalkit_core._canonical import canonical_bytes, digest, file_digest
 from evalkit_core._errors import ReleaseError
 
@@ -292,16 +293,6 @@ def write_release(
 
 
 # --- loading -----------------------------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    """Where evalkit caches derived data: ``$EVALKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/evalkit``,
-    else ``~/.cache/evalkit``."""
-    env = os.environ.get("EVALKIT_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "evalkit"
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
