@@ -31,11 +31,11 @@ from evalkit_training._reward import (
     RewardError,
     banked_adversarial,
     compute_reward,
+    digest_of_tests,
     grade_rollouts,
     grading_from_json,
     no_adversarial,
     provenance,
-    tests_digest,
 )
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "campaign_rollouts",
     "check_rollout",
     "compute_reward",
+    "digest_of_tests",
     "dynamic_findings",
     "export_rows",
     "grade_rollouts",
@@ -65,6 +66,5 @@ __all__ = [
     "provenance",
     "score_rollouts",
     "static_findings",
-    "tests_digest",
     "write_export",
 ]
