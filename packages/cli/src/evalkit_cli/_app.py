@@ -10,6 +10,7 @@ from evalkit_cli._campaign import app as campaign_app
 from evalkit_cli._errors import run_app
 from evalkit_cli._eval import eval_command
 from evalkit_cli._rewards import app as rewards_app
+from evalkit_cli._route import app as route_app
 from evalkit_cli._version import version_callback
 
 __all__ = ["app", "main", "pit_app", "pit_main"]
@@ -52,6 +53,7 @@ app.add_typer(_models.budget_app, name="budget", help="The global spending cap (
 app.add_typer(_models.calls_app, name="calls", help="The record of model calls in the store.")
 app.add_typer(adversary_app, name="adversary", help="Mine counterexamples against candidates and bank them.")
 app.add_typer(campaign_app, name="campaign", help="Campaigns: K rollouts x tasks x models, resumable.")
+app.add_typer(route_app, name="route", help="Cost-aware routing: calibrate, simulate on stored rollouts, route live.")
 app.add_typer(rewards_app, name="rewards", help="Export verifier rewards for fine-tuning (jsonl, grpo, dpo, sft).")
 for _target in (app, pit_app):
     _target.command("run")(_pit.run)

@@ -1,0 +1,213 @@
+"""``evalkit campaign``: run (or resume) a campaign, show its status, print its report.
+
+The store lives in ``--home`` (default ``$EVALKIT_HOME``, else ``.evalkit/`` in the working directory); a run
+writes ``results.jsonl``, ``report.json`` and ``receipt.json`` to ``--out`` (default
+``<home>/campaigns/<name>/``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from evalkit_router import CampaignReport, RunOutcome
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    no_args_is_help=True, help="Campaigns: K rollouts per task per model, resumable, with receipts."
+)
+
+_HOME_HELP = "Store directory (default: $EVALKIT_HOME, else .evalkit/ in the working directory)."
+
+
+def _print_report(report: CampaignReport) -> None:
+    from evalkit_router import render_table
+
+    s = report.summary
+    r = s["rollouts"]
+    models = s["models"]
+    assert isinstance(r, dict)
+    assert isinstance(models, list)
+    typer.echo(
+        f"campaign {report.name} ({report.status}): {s['tasks']} tasks x {len(models)} models x K={s['k']}"
+        f"  rollouts graded {r['graded']}/{r['planned']}  infra errors {r['infra_errors']}  spent ${s['cost_usd']}"
+    )
+    for line in render_table(s):
+        typer.echo(line)
+
+
+def _print_outcome(outcome: RunOutcome) -> None:
+    typer.echo(
+        f"run: {outcome.called} model call(s), {outcome.regraded} re-graded without a call, "
+        f"{outcome.skipped} already graded; spent ${outcome.spent_this_run} this run, ${outcome.spent_total} in all"
+    )
+    if outcome.mined:
+        typer.echo(f"mined: {outcome.mined} new counterexample(s) banked; affected rollouts re-graded")
+    for note in outcome.notes:
+        typer.echo(f"note: {note}")
+    for err in outcome.model_errors[:5]:
+        typer.echo(f"model error: {err}", err=True)
+    if len(outcome.model_errors) > 5:
+        typer.echo(f"... and {len(outcome.model_errors) - 5} more model errors", err=True)
+    if outcome.halted_by is not None:
+        typer.echo(f"halted: {outcome.halted_by}", err=True)
+    if outcome.remaining:
+        typer.echo(
+            f"{outcome.remaining} rollout(s) left, at most ${outcome.remaining_worst_case} more "
+            f"(worst case); run the same command again to resume",
+            err=True,
+        )
+
+
+class _Bar:
+    """A rich progress bar on a terminal (rollouts done, spend, ETA); nothing when stderr is not a tty."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("rollouts"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("spent ${task.fields[spent]}"),
+            TimeRemainingColumn(),
+            transient=True,
+        )
+        self.task = self.progress.add_task("campaign", total=None, spent="0")
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int, spent: Decimal) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.1 and done < total:
+            return
+        self._last = now
+        self.progress.update(self.task, completed=done, total=total, spent=f"{spent:f}")
+
+
+@app.command("run")
+def run(
+    file: Path = typer.Argument(..., help="The campaign file (TOML)."),
+    new_name: str | None = typer.Option(
+        None, "--new-name", help="Run under this name (needed when the file changed under its old name)."
+    ),
+    home: Path | None = typer.Option(None, "--home", help=_HOME_HELP),
+    out: Path | None = typer.Option(
+        None, "--out", help="Directory for results.jsonl, report.json, receipt.json."
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", help="Sandbox workers (default: the number of cores)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Run or resume a campaign; print its report and write results, report and receipt."""
+    from evalkit_core.store import Store
+    from evalkit_router import campaign_report, default_out_dir, run_campaign, write_campaign_outputs
+
+    if sys.stderr.isatty() and not as_json:
+        bar = _Bar()
+        with bar.progress:
+            outcome = run_campaign(file, new_name=new_name, home=home, workers=workers, progress=bar)
+    else:
+        outcome = run_campaign(file, new_name=new_name, home=home, workers=workers)
+    with Store.open(home) as store:
+        report = campaign_report(store, outcome.name)
+        target = out if out is not None else default_out_dir(store, outcome.name)
+    results, report_path, receipt = write_campaign_outputs(report, target)
+    if as_json:
+        payload = report.to_json()
+        payload["run"] = {
+            "status": outcome.status,
+            "called": outcome.called,
+            "regraded": outcome.regraded,
+            "skipped": outcome.skipped,
+            "spent_this_run_usd": str(outcome.spent_this_run),
+            "remaining": outcome.remaining,
+            "remaining_worst_case_usd": str(outcome.remaining_worst_case),
+            "halted_by": outcome.halted_by,
+            "model_errors": list(outcome.model_errors),
+            "notes": list(outcome.notes),
+            "mined": outcome.mined,
+        }
+        payload["files"] = {"results": str(results), "report": str(report_path), "receipt": str(receipt)}
+        typer.echo(json.dumps(payload, indent=2, sort_keys=True))
+        return
+    _print_outcome(outcome)
+    _print_report(report)
+    typer.echo(f"results {results}")
+    typer.echo(f"report  {report_path}")
+    typer.echo(f"receipt {receipt}")
+
+
+@app.command("status")
+def status(
+    name: str = typer.Argument(..., help="The campaign's name."),
+    home: Path | None = typer.Option(None, "--home", help=_HOME_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Show how far a campaign got: graded, stored but ungraded, missing, spend."""
+    from evalkit_core.store import Store
+    from evalkit_router import campaign_status
+
+    with Store.open(home) as store:
+        st = campaign_status(store, name)
+    if as_json:
+        typer.echo(json.dumps(st.to_json(), indent=2, sort_keys=True))
+        return
+    cap = "none" if st.budget_usd is None else f"${st.budget_usd}"
+    typer.echo(
+        f"campaign {st.name} ({st.status}): graded {st.graded}/{st.planned}  stored but ungraded {st.ungraded}  "
+        f"missing {st.missing}  infra errors {st.infra_errors}  spent ${st.spent} of budget {cap}"
+    )
+    typer.echo(f"file {st.file}")
+
+
+@app.command("report")
+def report(
+    name: str = typer.Argument(..., help="The campaign's name."),
+    home: Path | None = typer.Option(None, "--home", help=_HOME_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Print a campaign's report from the store (no model call, no grading)."""
+    from evalkit_core.store import Store
+    from evalkit_router import campaign_report
+
+    with Store.open(home) as store:
+        rep = campaign_report(store, name)
+    if as_json:
+        typer.echo(json.dumps(rep.to_json(), indent=2, sort_keys=True))
+        return
+    _print_report(rep)
+
+
+@app.command("verify")
+def verify(
+    receipt: Path = typer.Argument(..., help="A campaign receipt (receipt.json)."),
+    campaign_file: Path | None = typer.Option(
+        None, "--campaign-file", help="Default: the path in the receipt."
+    ),
+    tasks: Path | None = typer.Option(
+        None, "--tasks", help="Task bank directory (default: the campaign file's)."
+    ),
+    results: Path | None = typer.Option(None, "--results", help="Default: the path in the receipt."),
+    registry: list[Path] | None = typer.Option(
+        None, "--registry", help="Registry files on top of the shipped one (default: those in the receipt)."
+    ),
+) -> None:
+    """Re-check a campaign receipt offline; exit 1 naming each mismatch."""
+    from evalkit_router import verify_campaign_receipt
+
+    checks = verify_campaign_receipt(
+        receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry
+    )
+    for c in checks:
+        typer.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}{'' if c.ok else ': ' + c.detail}")
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)

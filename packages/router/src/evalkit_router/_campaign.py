@@ -1,0 +1,644 @@
+"""Running a campaign: K rollouts per task per model, resumable without redoing paid work.
+
+Every rollout has a key (:func:`rollout_key`). The completion is written to the store the moment it arrives
+(status ``completed``), the verdict after grading (status ``graded``). A run therefore:
+
+- skips graded rollouts (a verdict with a sandbox infrastructure error counts as not graded: it is re-graded,
+  which costs nothing),
+- grades stored-but-ungraded completions without calling the model,
+- calls the model only for rollouts with no stored completion.
+
+Model calls run concurrently on one asyncio loop through one ``ModelClient`` (its rate limits, retries, budget
+and call record). Grading runs in threads that each drive one slot of the sandbox's own process pool (a
+template interpreter per slot, sized to the cores), so grading never blocks the calls.
+
+Budget. The campaign's ``budget_usd`` is held like the model layer's global cap: before a call its worst case
+is reserved against ``spent + reserved`` of this campaign, and a call that would cross the cap is refused. A
+refusal (the campaign's own or the model layer's ``BudgetExceeded``) stops new calls; calls in flight finish
+and are stored; the outcome says how many rollouts are left and what they would cost at most.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal, cast
+
+import attrs
+
+from evalkit import (
+    JSON,
+    MINING_LIMITS,
+    CallTest,
+    CodeTask,
+    ExtractionError,
+    Sandbox,
+    SandboxLimits,
+    Task,
+    TestVerdict,
+    Verdict,
+    VerifierSettings,
+    adversarial_tests,
+    bank_counterexamples,
+    banked_counterexamples,
+    extract_code,
+    fuzz_proposals,
+    grade_many,
+    mine,
+    render_prompt,
+)
+from evalkit_core import canonical_bytes, digest
+from evalkit_core.models import (
+    BudgetExceeded,
+    ModelClient,
+    ModelError,
+    Registry,
+    Request,
+    SimContext,
+    completion_to_json,
+    load_registry,
+    request_to_json,
+    worst_case_cost,
+)
+from evalkit_core.store import Store, utc_now
+from evalkit_router._config import (
+    CampaignChangedError,
+    CampaignConfig,
+    CampaignError,
+    identity,
+    identity_diff,
+    identity_digest,
+    load_campaign,
+    select_tasks,
+)
+
+__all__ = [
+    "CampaignStatus",
+    "PlannedRollout",
+    "ProgressFn",
+    "RunOutcome",
+    "adversarial_set",
+    "campaign_status",
+    "load_stored_campaign",
+    "plan_rollouts",
+    "rollout_key",
+    "run_campaign",
+    "run_campaign_async",
+]
+
+ProgressFn = Callable[[int, int, Decimal], None]
+"""``progress(done, total, spent_usd)``: called after each rollout is graded (and once at the start)."""
+
+_WIRE_SLACK_BYTES = 256  # a provider's wire body adds a few keys to the request's JSON form
+MINE_BUDGET = 200  # fuzz proposals per mined candidate
+MINE_SEED = 0
+
+
+def rollout_key(campaign: str, model_id: str, task_id: str, task_digest: str, sample: int) -> str:
+    """The key of one rollout: the digest of (campaign name, model id, task id, task content digest, sample)."""
+    return digest(
+        {
+            "campaign": campaign,
+            "model": model_id,
+            "task": task_id,
+            "task_digest": task_digest,
+            "sample": sample,
+        }
+    )
+
+
+@attrs.frozen
+class PlannedRollout:
+    key: str
+    model_id: str
+    task: Task
+    sample: int
+
+
+@attrs.frozen
+class RunOutcome:
+    """What one ``campaign run`` did. ``status``: ``done`` (every rollout graded), ``halted`` (a budget refusal
+    stopped it) or ``incomplete`` (model errors left rollouts without a completion; run again to retry them)."""
+
+    name: str
+    status: Literal["done", "halted", "incomplete"]
+    planned: int
+    skipped: int  # graded before this run
+    regraded: int  # stored completions graded in this run without a model call
+    called: int  # model calls that returned a completion in this run
+    model_errors: tuple[str, ...]
+    spent_this_run: Decimal
+    spent_total: Decimal
+    remaining: int
+    remaining_worst_case: Decimal
+    halted_by: str | None
+    notes: tuple[str, ...]
+    mined: int = 0  # counterexamples newly banked by this run (mine = true)
+
+
+@attrs.frozen
+class CampaignStatus:
+    name: str
+    status: str
+    planned: int
+    graded: int
+    ungraded: int  # completion stored, verdict not yet (or an infrastructure error)
+    missing: int
+    infra_errors: int
+    spent: Decimal
+    budget_usd: Decimal | None
+    file: str
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "planned": self.planned,
+            "graded": self.graded,
+            "ungraded": self.ungraded,
+            "missing": self.missing,
+            "infra_errors": self.infra_errors,
+            "spent_usd": str(self.spent),
+            "budget_usd": None if self.budget_usd is None else str(self.budget_usd),
+            "file": self.file,
+        }
+
+
+# --------------------------------------------------------------------------------------------- adversary
+
+
+def adversarial_set(store: Store, task: Task) -> tuple[CallTest, ...]:
+    """The banked adversarial tests of ``task`` mined against this version of it (``evalkit.adversarial_tests``
+    with the task's digest); empty for structured tasks. Never shown in prompts."""
+    if not isinstance(task, CodeTask):
+        return ()
+    return tuple(adversarial_tests(store, task.id, task_digest=task.digest))
+
+
+def _set_digest(tests: Sequence[CallTest]) -> str:
+    return digest({"tests": [t.to_json() for t in tests]})
+
+
+def _mineable(task: Task) -> bool:
+    return isinstance(task, CodeTask) and all(
+        isinstance(t, CallTest) for t in (*task.public_tests, *task.hidden_tests)
+    )
+
+
+def _mine_campaign(store: Store, name: str, tasks: Sequence[Task], sandbox: Sandbox) -> int:
+    """Mine (fuzz, seeded) every distinct candidate of the campaign that passes all public and hidden tests of a
+    call-based code task: those are the answers the static tests cannot tell from the reference. Banks what it
+    finds and returns how many counterexamples were new."""
+    new = 0
+    for task in tasks:
+        if not isinstance(task, CodeTask) or not _mineable(task):
+            continue
+        with store.snapshot() as db:
+            rows = db.execute(
+                "SELECT completion, result FROM rollouts WHERE campaign_id = ? AND task_id = ?"
+                " AND status = 'graded' AND infra_error IS NULL",
+                (name, task.id),
+            ).fetchall()
+        candidates: set[str] = set()
+        for completion, result in rows:
+            verdict = cast("dict[str, dict[str, int]]", json.loads(result))
+            if any(verdict[p]["passed"] != verdict[p]["total"] for p in ("public", "hidden")):
+                continue
+            try:
+                source = extract_code(cast("str", json.loads(completion)["text"]), task.entry_point)
+            except ExtractionError:
+                continue
+            if source.strip() != task.reference.strip():
+                candidates.add(source)
+        for source in sorted(candidates):
+            known = {c.input_digest for c in banked_counterexamples(store, task.id)}
+            proposals = fuzz_proposals(task, budget=MINE_BUDGET, seed=MINE_SEED)
+            _, found, _ = mine(task, source, proposals, sandbox, known=known)
+            new += bank_counterexamples(store, found)
+    return new
+
+
+# --------------------------------------------------------------------------------------------- store
+
+
+def _campaign_row(store: Store, name: str) -> tuple[str, dict[str, JSON], str] | None:
+    with store.snapshot() as db:
+        row = db.execute(
+            "SELECT config_digest, config, status FROM campaigns WHERE campaign_id = ?", (name,)
+        ).fetchone()
+    if row is None:
+        return None
+    return cast("str", row[0]), cast("dict[str, JSON]", json.loads(row[1])), cast("str", row[2])
+
+
+def load_stored_campaign(store: Store, name: str) -> tuple[dict[str, JSON], str]:
+    """The stored config JSON and status of campaign ``name``; :class:`CampaignError` when there is none."""
+    got = _campaign_row(store, name)
+    if got is None:
+        with store.snapshot() as db:
+            names = [r[0] for r in db.execute("SELECT campaign_id FROM campaigns ORDER BY campaign_id")]
+        known = ", ".join(names) if names else "none yet"
+        raise CampaignError(f"no campaign named {name!r} in the store {store.path} (campaigns: {known})")
+    return got[1], got[2]
+
+
+def _set_status(store: Store, name: str, status: str) -> None:
+    with store.transaction() as db:
+        db.execute("UPDATE campaigns SET status = ? WHERE campaign_id = ?", (status, name))
+
+
+def _open_campaign(
+    store: Store, config: CampaignConfig, ident: dict[str, JSON], registry: Registry
+) -> list[str]:
+    """Insert the campaign, or check that the stored one has the same identity. Returns notes on run settings
+    that changed (allowed). Raises :class:`CampaignChangedError` listing what changed otherwise."""
+    ident_digest = identity_digest(ident)
+    stored = _campaign_row(store, config.name)
+    body: dict[str, JSON] = {
+        "identity": ident,
+        "settings": config.settings_json(),
+        "file": {"path": str(config.path), "digest": config.file_digest, "text": config.text},
+        "registry": {
+            "digest": registry.digest,
+            "sources": [s for s in registry.sources if not s.startswith("<")],
+        },
+    }
+    notes: list[str] = []
+    if stored is not None:
+        old_digest, old, old_status = stored
+        if old_status == "done":
+            notes.append("was done")
+        if old_digest != ident_digest:
+            old_ident = cast("dict[str, JSON]", old.get("identity") or {})
+            changes = identity_diff(old_ident, ident)
+            old_file = cast("dict[str, JSON]", old.get("file") or {})
+            raise CampaignChangedError(
+                f"{config.path}: campaign {config.name!r} already exists in the store with a different "
+                f"definition (first run from {old_file.get('path')}); changed: {'; '.join(changes)}. "
+                "Run it under another name with --new-name NAME, or restore the file"
+            )
+        old_settings = cast("dict[str, JSON]", old.get("settings") or {})
+        new_settings = config.settings_json()
+        for key in ("budget_usd", "concurrency"):
+            if old_settings.get(key) != new_settings[key]:
+                notes.append(f"{key} changed: {old_settings.get(key)} -> {new_settings[key]}")
+    with store.transaction() as db:
+        if stored is None:
+            db.execute(
+                "INSERT INTO campaigns (campaign_id, created_at, name, config_digest, config, status)"
+                " VALUES (?, ?, ?, ?, ?, 'running')",
+                (config.name, utc_now(), config.name, ident_digest, canonical_bytes(body).decode()),
+            )
+        else:
+            db.execute(
+                "UPDATE campaigns SET config = ?, status = 'running' WHERE campaign_id = ?",
+                (canonical_bytes(body).decode(), config.name),
+            )
+    return notes
+
+
+def _stored_rollouts(store: Store, name: str) -> dict[str, tuple[str, str | None, Decimal, str | None]]:
+    """key -> (status, infra_error, cost, adversarial set digest) of every stored rollout of the campaign."""
+    with store.snapshot() as db:
+        rows = db.execute(
+            "SELECT rollout_key, status, infra_error, cost, json_extract(result, '$.adversarial_set')"
+            " FROM rollouts WHERE campaign_id = ?",
+            (name,),
+        ).fetchall()
+    return {r[0]: (r[1], r[2], Decimal(r[3]), r[4]) for r in rows}
+
+
+def _store_completion(store: Store, name: str, p: PlannedRollout, completion: Mapping[str, object]) -> None:
+    with store.transaction() as db:
+        db.execute(
+            "INSERT INTO rollouts (rollout_key, campaign_id, task_id, task_digest, model_id, sample, call_id,"
+            " status, completion, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'completed', ?, ?, ?)",
+            (p.key, name, p.task.id, p.task.digest, p.model_id, p.sample, completion["call_id"],
+             json.dumps(completion, ensure_ascii=False, sort_keys=True), completion["cost"], utc_now()),
+        )  # fmt: skip
+
+
+def _store_verdict(store: Store, key: str, result: dict[str, JSON], infra_error: str | None) -> None:
+    with store.transaction() as db:
+        db.execute(
+            "UPDATE rollouts SET status = 'graded', result = ?, infra_error = ?, graded_at = ?"
+            " WHERE rollout_key = ?",
+            (canonical_bytes(result).decode(), infra_error, utc_now(), key),
+        )
+
+
+def _stored_text(store: Store, key: str) -> str:
+    with store.snapshot() as db:
+        (raw,) = db.execute("SELECT completion FROM rollouts WHERE rollout_key = ?", (key,)).fetchone()
+    return cast("str", json.loads(raw)["text"])
+
+
+def campaign_status(store: Store, name: str) -> CampaignStatus:
+    """Counts of a campaign's rollouts by state, and its spend so far."""
+    config, status = load_stored_campaign(store, name)
+    ident = cast("dict[str, JSON]", config["identity"])
+    settings = cast("dict[str, JSON]", config["settings"])
+    planned = (
+        len(cast("dict[str, JSON]", ident["models"]))
+        * len(cast("dict[str, JSON]", ident["tasks"]))
+        * cast("int", ident["k"])
+    )
+    stored = _stored_rollouts(store, name)
+    graded = sum(1 for s, infra, _, _ in stored.values() if s == "graded" and infra is None)
+    infra = sum(1 for s, e, _, _ in stored.values() if s == "graded" and e is not None)
+    budget = settings.get("budget_usd")
+    file_block = cast("dict[str, JSON]", config["file"])
+    return CampaignStatus(
+        name=name,
+        status=status,
+        planned=planned,
+        graded=graded + infra,
+        ungraded=len(stored) - graded - infra,
+        missing=planned - len(stored),
+        infra_errors=infra,
+        spent=sum((c for _, _, c, _ in stored.values()), Decimal(0)),
+        budget_usd=None if budget is None else Decimal(cast("str", budget)),
+        file=cast("str", file_block["path"]),
+    )
+
+
+# --------------------------------------------------------------------------------------------- grading
+
+
+def _rename(tests: Sequence[TestVerdict], prefix: str) -> list[dict[str, JSON]]:
+    return [{**t.to_json(), "name": f"{prefix}/{i}"} for i, t in enumerate(tests)]
+
+
+def _block(tests: list[dict[str, JSON]]) -> dict[str, JSON]:
+    return {"passed": sum(1 for t in tests if t["passed"]), "total": len(tests), "tests": list(tests)}
+
+
+def _verdict_json(verdict: Verdict, n_hidden: int, adv_digest: str) -> dict[str, JSON]:
+    hidden = verdict.hidden[:n_hidden]
+    adversarial = verdict.hidden[n_hidden:]
+    return {
+        "task_digest": verdict.task_digest,
+        "settings_digest": verdict.settings_digest,
+        "public": _block(_rename(verdict.public, "public")),
+        "hidden": _block(_rename(hidden, "hidden")),
+        "adversarial": _block(_rename(adversarial, "adversarial")),
+        "adversarial_set": adv_digest,
+        "infra_error": verdict.infra_error,
+    }
+
+
+def _grade_one(
+    task: Task,
+    text: str,
+    adversarial: tuple[CallTest, ...],
+    sandbox: Sandbox,
+    settings: VerifierSettings,
+) -> tuple[dict[str, JSON], str | None]:
+    """Grade one completion on public, hidden and adversarial tests in one sandbox run (adversarial tests ride
+    after the hidden ones and are split off the verdict)."""
+    n_hidden = len(task.hidden_tests) if isinstance(task, CodeTask) else len(task.hidden_assertions)
+    graded_task: Task = task
+    if adversarial and isinstance(task, CodeTask):
+        graded_task = attrs.evolve(task, hidden_tests=(*task.hidden_tests, *adversarial))
+    verdict = grade_many([(graded_task, text)], sandbox, settings, extract=True)[0]
+    return _verdict_json(verdict, n_hidden, _set_digest(adversarial)), verdict.infra_error
+
+
+# --------------------------------------------------------------------------------------------- running
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group.exceptions[0]
+    while isinstance(exc, BaseExceptionGroup):
+        exc = cast("BaseExceptionGroup[BaseException]", exc).exceptions[0]
+    return exc
+
+
+def plan_rollouts(name: str, models: Sequence[str], tasks: Sequence[Task], k: int) -> list[PlannedRollout]:
+    """Every rollout of a campaign, in a fixed order (sample, task, model): a halted campaign has spread its
+    spend over all models and tasks rather than finishing one model first."""
+    return [
+        PlannedRollout(rollout_key(name, m, t.id, t.digest, s), m, t, s)
+        for s in range(k)
+        for t in tasks
+        for m in models
+    ]
+
+
+def _request(task: Task, sample: int, config: CampaignConfig) -> Request:
+    context = (
+        SimContext(reference=task.reference, sample=sample)
+        if isinstance(task, CodeTask)
+        else SimContext(reference_json=task.reference, sample=sample)
+    )
+    return Request.of(
+        render_prompt(task),
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        sim_context=context,
+    )
+
+
+def _worst_case(registry: Registry, model_id: str, request: Request) -> Decimal:
+    entry = registry.get(model_id)
+    size = len(canonical_bytes(request_to_json(request, include_sim_context=False)))
+    if not entry.simulated:
+        size += _WIRE_SLACK_BYTES
+    return worst_case_cost(entry, size, request.max_tokens)
+
+
+async def run_campaign_async(
+    config: CampaignConfig,
+    *,
+    store: Store,
+    client: ModelClient,
+    sandbox: Sandbox,
+    progress: ProgressFn | None = None,
+) -> RunOutcome:
+    """Run (or resume) ``config`` with an open store, model client and sandbox. See the module docstring."""
+    registry = client.registry
+    for m in config.models:
+        registry.get(m)  # RegistryError (a ConfigError) names the unknown model and the known ones
+    tasks = select_tasks(config)
+    registry_models = cast("Mapping[str, JSON]", registry.content.get("models", {}))
+    ident = identity(config, tasks, {m: registry_models[m] for m in config.models})
+    notes = _open_campaign(store, config, ident, registry)
+    was_done = "was done" in notes
+    notes = [n for n in notes if n != "was done"]
+    plan = plan_rollouts(config.name, config.models, tasks, config.k)
+    stored = _stored_rollouts(store, config.name)
+    adversarial = {t.id: adversarial_set(store, t) for t in tasks}
+    adv_digests = {t: _set_digest(tests) for t, tests in adversarial.items()}
+
+    def stale(p: PlannedRollout) -> bool:
+        """Stored but not (validly) graded: no verdict, an infrastructure error, or an adversarial set that has
+        grown since it was graded. Grading it again costs no model call."""
+        status, infra, _, adv = stored[p.key]
+        return status != "graded" or infra is not None or adv != adv_digests[p.task.id]
+
+    to_grade = [p for p in plan if p.key in stored and stale(p)]
+    to_call = deque(p for p in plan if p.key not in stored)
+    skipped = len(plan) - len(to_grade) - len(to_call)
+    settings = VerifierSettings(sandbox.limits)
+    requests = {(p.task.id, p.sample): _request(p.task, p.sample, config) for p in plan}
+
+    spent_before = sum((c for _, _, c, _ in stored.values()), Decimal(0))
+    spent = spent_before
+    reserved = Decimal(0)
+    cap = config.budget_usd
+    done = skipped
+    called = 0
+    errors: list[str] = []
+    failed: list[PlannedRollout] = []
+    halt: BudgetExceeded | None = None
+    halt_source = ""
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(max_workers=sandbox.workers, thread_name_prefix="campaign-grade")
+
+    def report() -> None:
+        if progress is not None:
+            progress(done, len(plan), spent)
+
+    async def grade(p: PlannedRollout, text: str) -> None:
+        nonlocal done
+        result, infra = await loop.run_in_executor(
+            pool, _grade_one, p.task, text, adversarial[p.task.id], sandbox, settings
+        )
+        _store_verdict(store, p.key, result, infra)
+        done += 1
+        report()
+
+    async def call_worker(grading: asyncio.TaskGroup) -> None:
+        nonlocal spent, reserved, called, halt, halt_source
+        while to_call and halt is None:
+            p = to_call.popleft()
+            request = requests[(p.task.id, p.sample)]
+            worst = _worst_case(registry, p.model_id, request)
+            if cap is not None and spent + reserved + worst > cap:
+                halt = BudgetExceeded(p.model_id, cap=cap, spent=spent, reserved=reserved, needed=worst)
+                halt_source = "campaign"
+                to_call.appendleft(p)
+                return
+            reserved += worst
+            try:
+                completion = await client.complete(p.model_id, request)
+            except BudgetExceeded as exc:
+                if halt is None:
+                    halt, halt_source = exc, "global"
+                to_call.appendleft(p)
+                return
+            except ModelError as exc:
+                errors.append(f"{p.task.id} sample {p.sample} on {p.model_id}: {exc}")
+                failed.append(p)
+                continue
+            finally:
+                reserved -= worst
+            _store_completion(store, config.name, p, completion_to_json(completion))
+            spent += completion.cost
+            called += 1
+            grading.create_task(grade(p, completion.text))
+            await asyncio.sleep(0)  # a call that never suspends (a sim model) must still let grading start
+
+    mined = 0
+    report()
+    try:
+        async with asyncio.TaskGroup() as grading:
+            for p in to_grade:
+                grading.create_task(grade(p, _stored_text(store, p.key)))
+            async with asyncio.TaskGroup() as callers:
+                for _ in range(min(config.concurrency, max(1, len(to_call)))):
+                    callers.create_task(call_worker(grading))
+        remaining = [*to_call, *failed]
+        # mine once every rollout is graded; a finished campaign that had nothing to do is not mined again
+        if config.mine and halt is None and not remaining and (called or to_grade or not was_done):
+            with Sandbox(MINING_LIMITS, workers=sandbox.workers) as mining_box:
+                mined = await loop.run_in_executor(
+                    pool, _mine_campaign, store, config.name, tasks, mining_box
+                )
+            if mined:  # the adversarial sets grew: grade every rollout of those tasks on them (no model call)
+                adversarial = {t.id: adversarial_set(store, t) for t in tasks}
+                regrade = [p for p in plan if _set_digest(adversarial[p.task.id]) != adv_digests[p.task.id]]
+                done -= len(regrade)
+                async with asyncio.TaskGroup() as grading:
+                    for p in regrade:
+                        grading.create_task(grade(p, _stored_text(store, p.key)))
+    except BaseExceptionGroup as group:  # surface the first real error (e.g. MissingKeyError), not the group
+        raise _first_leaf(group) from None
+    finally:
+        pool.shutdown(wait=True)
+    worst_left = sum(
+        (_worst_case(registry, p.model_id, requests[(p.task.id, p.sample)]) for p in remaining), Decimal(0)
+    )
+    halted_by: str | None = None
+    if halt is not None:
+        how = (
+            "raise budget_usd in the campaign file and run it again to resume"
+            if halt_source == "campaign"
+            else "raise the global cap with `evalkit budget set` and run the campaign again to resume"
+        )
+        cap_text = (
+            f"campaign budget ${halt.cap}" if halt_source == "campaign" else f"global budget cap ${halt.cap}"
+        )
+        halted_by = (
+            f"{cap_text} reached: spent ${halt.spent} + in flight ${halt.reserved} + the next call's worst case "
+            f"${halt.needed} > ${halt.cap}; {how}"
+        )
+    status: Literal["done", "halted", "incomplete"] = (
+        "halted" if halt is not None else ("incomplete" if remaining else "done")
+    )
+    _set_status(store, config.name, status)
+    return RunOutcome(
+        name=config.name,
+        status=status,
+        planned=len(plan),
+        skipped=skipped,
+        regraded=len(to_grade),
+        called=called,
+        model_errors=tuple(errors),
+        spent_this_run=spent - spent_before,
+        spent_total=spent,
+        remaining=len(remaining),
+        remaining_worst_case=worst_left,
+        halted_by=halted_by,
+        notes=tuple(notes),
+        mined=mined,
+    )
+
+
+def run_campaign(
+    path: str | Path,
+    *,
+    new_name: str | None = None,
+    home: str | Path | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+) -> RunOutcome:
+    """Run or resume the campaign in ``path`` (under ``new_name`` if given) with the store in ``home``
+    (default ``$EVALKIT_HOME``). Sandbox workers default to the number of cores."""
+    config = load_campaign(path)
+    if new_name is not None:
+        if not new_name.strip():
+            raise CampaignError("--new-name: expected a non-empty name")
+        config = config.renamed(new_name.strip())
+    registry = load_registry(config.registry)
+
+    async def main(store: Store) -> RunOutcome:
+        async with ModelClient(registry=registry, store=store) as client:
+            limits = (
+                SandboxLimits()
+                if config.cpu_seconds is None
+                else SandboxLimits(cpu_seconds=config.cpu_seconds)
+            )
+            with Sandbox(limits, workers=workers or os.cpu_count() or 1) as sandbox:
+                return await run_campaign_async(
+                    config, store=store, client=client, sandbox=sandbox, progress=progress
+                )
+
+    with Store.open(home) as store:
+        return asyncio.run(main(store))
