@@ -31,6 +31,7 @@ from typing import Literal, cast
 
 import attrs
 
+from evalkit._eval import read_replay
 from evalkit._extract import ExtractionError, extract_code, extract_json
 from evalkit._fuzz import CATEGORIES, Category, classify, input_size, random_inputs, seed_inputs, shrink_args
 from evalkit._sandbox import Sandbox, SandboxJob, SandboxLimits, TestRun
@@ -657,31 +658,6 @@ def _banked_digests(store: Store, task_id: str) -> set[str]:
 # --------------------------------------------------------------------------------------------- the driver
 
 
-def _read_replay(path: Path, tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: replay file not found") from None
-    out: list[tuple[str, str]] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ConfigError(f"{path}:{n}: not valid JSON ({exc})") from None
-        if not isinstance(row, dict):
-            raise ConfigError(f"{path}:{n}: expected an object with task_id and completion")
-        rowd = cast("dict[str, JSON]", row)
-        task_id, completion = rowd.get("task_id"), rowd.get("completion")
-        if not isinstance(task_id, str) or not isinstance(completion, str):
-            raise ConfigError(f"{path}:{n}: fields 'task_id' and 'completion' must be strings")
-        if task_id not in tasks:
-            raise ConfigError(f"{path}:{n}: task_id {task_id!r} is not in the task bank")
-        out.append((task_id, completion))
-    return out
-
-
 async def _candidates(
     tasks: Sequence[CodeTask], solver: str, client: ModelClient | None
 ) -> list[tuple[CodeTask, str, str | None, str]]:
@@ -692,7 +668,7 @@ async def _candidates(
     if solver.startswith("replay:"):
         by_id: dict[str, Task] = {t.id: t for t in tasks}
         counts: dict[str, int] = {}
-        for task_id, completion in _read_replay(Path(solver.removeprefix("replay:")), by_id):
+        for task_id, completion in read_replay(Path(solver.removeprefix("replay:")), by_id):
             task = cast("CodeTask", by_id[task_id])
             j = counts.get(task_id, 0)
             counts[task_id] = j + 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import cast
@@ -222,7 +222,8 @@ class EvalReport:
     receipt_path: Path | None
 
 
-def _read_replay(path: Path, tasks: dict[str, Task]) -> list[tuple[str, str]]:
+def read_replay(path: Path, tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
+    """(task_id, completion) pairs from a replay JSONL file, in file order; ConfigError names file and line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
@@ -350,7 +351,7 @@ def run_eval(
         replay_path = Path(solver.removeprefix("replay:"))
         solver_json = {"name": "replay", "file_digest": None}
         counts: dict[str, int] = {}
-        for task_id, completion in _read_replay(replay_path, by_id):
+        for task_id, completion in read_replay(replay_path, by_id):
             j = counts.get(task_id, 0)
             counts[task_id] = j + 1
             if k is not None and j >= k:
