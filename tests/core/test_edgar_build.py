@@ -200,7 +200,8 @@ def test_flags_and_dissemination_in_arms_and_answer_key(tmp_path: Path, inputs: 
     assert result.provenance["flags"]["reasons"]["stamp_reads_as_new_york"].startswith("the stamp fits")
     apple = "0000320193-23-000006"
     assert main[apple]["disseminated_at"] == dt.datetime(2023, 2, 3, 11, 0, tzinfo=dt.UTC)
-    assert main["0000320193-23-000010"]["disseminated_at"] is None  # Form 4 at 18:00: same-day dissemination
+    # Form 4 at 18:00 keeps its filing date, but dissemination is taken conservatively: next SEC business day 06:00
+    assert main["0000320193-23-000010"]["disseminated_at"] is not None
     shifted = {r["row_key"]: r for r in release.arm("shifted").to_dicts()}
     assert shifted[row_key_for(apple)]["disseminated_at"] == dt.datetime(2033, 2, 3, 11, 0, tzinfo=dt.UTC)
     acc = result.provenance["acceptance"]
@@ -210,7 +211,7 @@ def test_flags_and_dissemination_in_arms_and_answer_key(tmp_path: Path, inputs: 
         1,
     )
     assert acc["coverage"] == 0.6
-    assert result.provenance["dissemination"]["rows_with_disseminated_at"] == 1
+    assert result.provenance["dissemination"]["rows_with_disseminated_at"] == 2  # the 10-Q and the late Form 4
     assert result.pit_entries_moved == 0
 
 

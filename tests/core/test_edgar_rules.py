@@ -40,13 +40,14 @@ def test_veterans_day_is_skipped_by_the_filing_date_and_dissemination():
     assert c.disseminated_at == t("2022-11-14T11:00:00")
 
 
-def test_form_4_until_2200_keeps_its_day_and_is_not_delayed():
+def test_form_4_until_2200_keeps_its_day_but_is_disseminated_conservatively():
     c = check_acceptance(
         "4", "0001209191-22-061074", dt.date(2022, 12, 13), "2022-12-14T00:21:04.000Z"
     )  # 19:21 NY
     assert c.flags == ()
     assert c.served is not None
-    assert c.disseminated_at is None
+    # after 17:30 New York: public at 06:00 New York on the next SEC business day (the later, safer time)
+    assert c.disseminated_at == dt.datetime(2022, 12, 14, 11, 0, tzinfo=dt.UTC)
     assert c.extended_cutoff
     # The same stamp on an 8-K would have been filed the next day: dated the same day, it is flagged.
     c8 = check_acceptance("8-K", "0001209191-22-061074", dt.date(2022, 12, 13), "2022-12-14T00:21:04.000Z")

@@ -55,9 +55,9 @@ FILING_DATE_RULE = (
     "otherwise the next SEC business day. acceptanceDateTime is read as UTC."
 )
 DISSEMINATION_RULE = (
-    "a filing accepted after its cut-off (17:30 New York, 22:00 for extended-cut-off forms) or on a day that is "
-    "not an SEC business day is public at 06:00 New York on the next SEC business day: disseminated_at is set "
-    "on those rows and the pit clock uses the later of acceptance_at and disseminated_at"
+    "a filing accepted after 17:30 New York time (extended-cut-off forms included, conservatively) or on a day "
+    "that is not an SEC business day is public at 06:00 New York on the next SEC business day: disseminated_at "
+    "is set on those rows and the pit clock uses the later of acceptance_at and disseminated_at"
 )
 TICKER_STATEMENT = (
     "tickers come from a snapshot of the SEC's ticker map (or the submissions header), as of its download, "

@@ -8,8 +8,10 @@ data needs, kept here so the shared rule stays the one the synthetic generator u
   time and still be filed that day: Forms 3, 4 and 5 (Section 16 reports), Rule 462(b) registration
   statements (the ``*MEF`` forms and ``POS 462B``), Schedule 14N, Form 144 (from 2023-03-20) and, after the
   2023 beneficial-ownership amendments, Schedules 13D and 13G. Such a filing accepted between 17:30 and 22:00
-  is dated and disseminated the same day, so it gets no ``disseminated_at``. (On the 2022-11..2023-03 sample,
-  over 400 Form 4 rows are of this kind.)
+  keeps that day's filing date, so its stamp is not flagged. (On the 2022-11..2023-03 sample, over 400 Form 4
+  rows are of this kind.) Its ``disseminated_at`` still follows the issue's conservative rule: accepted after
+  17:30 New York time, public at 06:00 on the next SEC business day. EDGAR may publish such filings the same
+  evening; taking the later time can only delay a pit entry, never let one trade early.
 - **SEC-generated forms** (EFFECT, NO ACT, UPLOAD, ...) are written by the staff, not accepted from a filer;
   their stamps fit neither the UTC nor the New York reading of the rule, so they are always flagged.
 
@@ -151,7 +153,10 @@ def check_acceptance(form: str, accession: str, filing_date: dt.date, stamp: str
         if expected == local_day:
             late_same_day = accepted.astimezone(NEW_YORK).time() > dt.time(17, 30)
             return AcceptanceCheck(
-                served=accepted, real=accepted, disseminated_at=None, extended_cutoff=late_same_day
+                served=accepted,
+                real=accepted,
+                disseminated_at=disseminated_at_for(accepted),
+                extended_cutoff=late_same_day,
             )
         return AcceptanceCheck(served=accepted, real=accepted, disseminated_at=disseminated_at_for(accepted))
     as_new_york = accepted.replace(tzinfo=NEW_YORK)
