@@ -75,10 +75,20 @@ class _Normalizer:
                     raise _NotPlain
                 if not k.isascii() and max(k) >= "\ud800":
                     self.slow = True
-                out[k] = self.plain(item)
+                ti = type(item)
+                # Leaves are handled inline: most of a trajectory is strings, and a call per leaf is the cost.
+                if ti is str or item is None or ti is bool:
+                    out[k] = item
+                elif ti is int and -_INT_LIMIT <= item <= _INT_LIMIT:  # pyright: ignore[reportOperatorIssue]
+                    out[k] = item
+                else:
+                    out[k] = self.plain(item)
             return out
         if t is list or t is tuple:
-            return [self.plain(item) for item in cast("Sequence[object]", v)]
+            items = cast("Sequence[object]", v)
+            if all(type(item) is str for item in items):
+                return list(items)
+            return [self.plain(item) for item in items]
         if isinstance(v, str):  # str subclasses such as StrEnum members
             return v
         raise _NotPlain
