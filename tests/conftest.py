@@ -38,6 +38,11 @@ settings.register_profile(
 settings.register_profile("dev", deadline=None, database=None, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# Hugging Face libraries (datasets, in the export tests) read these when first imported: never reach the hub.
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
 
 # --- isolated evalkit home and cache -------------------------------------------------------------------------
 
