@@ -32,7 +32,7 @@ def mine(
         3, "--keep", help="Counterexamples kept per task and candidate (smallest per category)."
     ),
     workers: int | None = typer.Option(
-        None, "--workers", help="Sandbox workers (default: two per CPU, at most 8)."
+        None, "--workers", help="Sandbox workers (default: one per CPU, at most 8)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:

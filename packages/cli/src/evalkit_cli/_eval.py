@@ -27,7 +27,7 @@ def eval_command(
     receipt: Path | None = typer.Option(
         None, "--receipt", help="Write a receipt binding tasks, settings and results."
     ),
-    workers: int | None = typer.Option(None, "--workers", help="Sandbox workers (default: two per CPU, at most 8)."),
+    workers: int | None = typer.Option(None, "--workers", help="Sandbox workers (default: one per CPU, at most 8)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""

@@ -77,9 +77,9 @@ class _Normalizer:
                     self.slow = True
                 ti = type(item)
                 # Leaves are handled inline: most of a trajectory is strings, and a call per leaf is the cost.
-                if ti is str or item is None or ti is bool:
-                    out[k] = item
-                elif ti is int and -_INT_LIMIT <= item <= _INT_LIMIT:  # pyright: ignore[reportOperatorIssue]
+                if (ti is str or item is None or ti is bool) or (
+                    ti is int and -_INT_LIMIT <= item <= _INT_LIMIT  # pyright: ignore[reportOperatorIssue]
+                ):
                     out[k] = item
                 else:
                     out[k] = self.plain(item)

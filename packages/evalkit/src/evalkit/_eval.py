@@ -6,9 +6,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import attrs
+
+if TYPE_CHECKING:
+    from evalkit_core.models import Completion, JsonValue, Request
 
 from evalkit._sandbox import Isolation, Sandbox, SandboxLimits
 from evalkit._tasks import (
@@ -39,7 +42,6 @@ from evalkit_core import (
     read_receipt,
     write_receipt,
 )
-from evalkit_core.models import Completion, JsonValue, Request, SimContext
 
 __all__ = [
     "EvalReport",
@@ -286,6 +288,11 @@ def model_request(task: Task, sample: int, *, max_tokens: int = 2048) -> Request
 
     ``sim_context`` carries the reference for simulated models (``sim/*``) only; real providers never send it.
     """
+    from evalkit_core.models import (  # the model layer (httpx) loads only when a model is used
+        Request,
+        SimContext,
+    )
+
     if isinstance(task, StructuredTask):
         sim = SimContext(reference_json=cast("JsonValue", task.reference), sample=sample)
     else:

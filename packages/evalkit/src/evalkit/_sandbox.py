@@ -460,8 +460,8 @@ class Sandbox:
         uid_base: int | None = None,
     ) -> None:
         self.limits = limits or SandboxLimits()
-        # two per CPU by default: a worker spends much of its time waiting on a pipe, not computing
-        self.workers = max(1, min(8, workers or 2 * (os.cpu_count() or 1)))
+        # one per CPU by default: measured on HumanEval (164 checks), 2 workers on 2 CPUs beat 4 and 6
+        self.workers = max(1, min(8, workers or (os.cpu_count() or 1)))
         uid_base = uid_base if uid_base is not None else _default_uid_base()
         self._plan = _probe()
         self._base = Path(tempfile.mkdtemp(prefix="evalkit-sandbox-"))
