@@ -27,7 +27,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal, cast, get_args
 
 import attrs
 
@@ -74,17 +74,7 @@ InvalidReason = Literal[
     "redundant",
     "infra_error",
 ]
-INVALID_REASONS: tuple[InvalidReason, ...] = (
-    "reference_raised",
-    "nondeterministic",
-    "nan",
-    "not_json",
-    "wrong_type",
-    "duplicate",
-    "candidate_agrees",
-    "redundant",
-    "infra_error",
-)
+INVALID_REASONS: tuple[InvalidReason, ...] = get_args(InvalidReason)  # one list: the Literal
 MINING_LIMITS = SandboxLimits(cpu_seconds=0.5, wall_seconds=2.0)
 _ACTUAL_CHARS = 200
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from typing import Literal, cast
+from typing import Literal, cast, get_args
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -35,16 +35,7 @@ __all__ = [
 Category = Literal[
     "off_by_one", "edge_empty", "boundary", "unicode", "large_input", "type_corner", "ordering", "other"
 ]
-CATEGORIES: tuple[Category, ...] = (
-    "off_by_one",
-    "edge_empty",
-    "boundary",
-    "unicode",
-    "large_input",
-    "type_corner",
-    "ordering",
-    "other",
-)
+CATEGORIES: tuple[Category, ...] = get_args(Category)  # one list: the Literal
 MAX_SAFE_INT = 2**53 - 1
 _MAX_FLOAT = 1e15  # the canonical form refuses floats of magnitude 2**53 and beyond
 _LARGE_LEN = 2000  # length of the "large" list and string edge values (well under the sandbox's line cap)

@@ -11,7 +11,6 @@ merged into their main document. Inputs may be a directory of such files, the SE
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import re
 import zipfile
@@ -21,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from evalkit_core._canonical import digest_bytes, file_digest
 from evalkit_core._edgar_rules import NEW_YORK
 from evalkit_core._errors import ReleaseError
 from evalkit_core._release import parse_instant
@@ -278,7 +278,7 @@ def read_submissions(
                 raw = (path / rel).read_bytes()
             except OSError as exc:
                 raise ReleaseError(f"{path / rel}: cannot read ({exc.strerror})") from None
-            hashed[rel] = InputFile(name=rel, sha256=_sha(raw), size=len(raw), kind="submissions")
+            hashed[rel] = InputFile(name=rel, sha256=digest_bytes(raw), size=len(raw), kind="submissions")
             return raw
 
         container, zips = _dir_container(path, read_dir)
@@ -304,16 +304,12 @@ def read_submissions(
                 f"{path}: not a submissions document name (expected CIK##########.json or a .zip)"
             )
         raw = path.read_bytes()
-        inputs.append(InputFile(name=path.name, sha256=_sha(raw), size=len(raw), kind="submissions"))
+        inputs.append(InputFile(name=path.name, sha256=digest_bytes(raw), size=len(raw), kind="submissions"))
         container = _Container({path.name: path.name}, lambda _k: raw, lambda _k: str(path))
         documents += _read_container(container, lo, hi, None, companies, filings, progress)
     else:
         raise ReleaseError(f"{path}: --submissions path not found")
     return Submissions(companies=companies, filings=tuple(filings), inputs=tuple(inputs), documents=documents)
-
-
-def _sha(raw: bytes) -> str:
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def _read_zip(
@@ -326,11 +322,8 @@ def _read_zip(
     filings: list[SubmissionFiling],
     progress: ProgressFn | None,
 ) -> tuple[int, InputFile]:
-    h = hashlib.sha256()
     try:
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        sha256 = file_digest(path)
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:
         raise ReleaseError(f"{path}: not a readable zip archive ({exc})") from None
@@ -353,7 +346,7 @@ def _read_zip(
         n = _read_container(container, lo, hi, ciks, companies, filings, progress)
     size = path.stat().st_size
     return n, InputFile(
-        name=label, sha256="sha256:" + h.hexdigest(), size=size, kind="submissions", members=n
+        name=label, sha256=sha256, size=size, kind="submissions", members=n
     )
 
 
