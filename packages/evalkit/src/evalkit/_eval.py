@@ -283,8 +283,11 @@ def summarize(rows: Sequence[dict[str, JSON]], n_tasks: int) -> dict[str, JSON]:
     }
 
 
-def model_request(task: Task, sample: int, *, max_tokens: int = 2048) -> Request:
-    """The request a model solver sends for one sample of ``task``: the rendered prompt (public tests only).
+def model_request(
+    task: Task, sample: int, *, max_tokens: int = 2048, temperature: float | None = 0.0
+) -> Request:
+    """The request any model solver (eval, campaigns, routing) sends for one sample of ``task``: the rendered
+    prompt, public tests only.
 
     ``sim_context`` carries the reference for simulated models (``sim/*``) only; real providers never send it.
     """
@@ -297,7 +300,7 @@ def model_request(task: Task, sample: int, *, max_tokens: int = 2048) -> Request
         sim = SimContext(reference_json=cast("JsonValue", task.reference), sample=sample)
     else:
         sim = SimContext(reference=reference_solution(task), sample=sample)
-    return Request.of(render_prompt(task), max_tokens=max_tokens, temperature=0.0 if sample == 0 else 0.8, sim_context=sim)
+    return Request.of(render_prompt(task), max_tokens=max_tokens, temperature=temperature, sim_context=sim)
 
 
 def model_completions(tasks: Sequence[Task], model_id: str, k: int, *, concurrency: int = 16) -> list[tuple[Task, int, Completion]]:
@@ -312,7 +315,7 @@ def model_completions(tasks: Sequence[Task], model_id: str, k: int, *, concurren
 
             async def one(task: Task, j: int) -> tuple[Task, int, Completion]:
                 async with gate:
-                    return task, j, await client.complete(model_id, model_request(task, j))
+                    return task, j, await client.complete(model_id, model_request(task, j, temperature=0.0 if j == 0 else 0.8))
 
             return list(await asyncio.gather(*(one(t, j) for t in tasks for j in range(k))))
 

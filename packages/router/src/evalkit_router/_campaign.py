@@ -51,7 +51,7 @@ from evalkit import (
     fuzz_proposals,
     grade_many,
     mine,
-    render_prompt,
+    model_request,
 )
 from evalkit_core import canonical_bytes, digest
 from evalkit_core.models import (
@@ -60,7 +60,6 @@ from evalkit_core.models import (
     ModelError,
     Registry,
     Request,
-    SimContext,
     completion_to_json,
     load_registry,
     request_to_json,
@@ -431,20 +430,6 @@ def plan_rollouts(name: str, models: Sequence[str], tasks: Sequence[Task], k: in
     ]
 
 
-def _request(task: Task, sample: int, config: CampaignConfig) -> Request:
-    context = (
-        SimContext(reference=task.reference, sample=sample)
-        if isinstance(task, CodeTask)
-        else SimContext(reference_json=task.reference, sample=sample)
-    )
-    return Request.of(
-        render_prompt(task),
-        max_tokens=config.max_tokens,
-        temperature=config.temperature,
-        sim_context=context,
-    )
-
-
 def _worst_case(registry: Registry, model_id: str, request: Request) -> Decimal:
     entry = registry.get(model_id)
     size = len(canonical_bytes(request_to_json(request, include_sim_context=False)))
@@ -486,7 +471,12 @@ async def run_campaign_async(
     to_call = deque(p for p in plan if p.key not in stored)
     skipped = len(plan) - len(to_grade) - len(to_call)
     settings = VerifierSettings(sandbox.limits)
-    requests = {(p.task.id, p.sample): _request(p.task, p.sample, config) for p in plan}
+    requests = {
+        (p.task.id, p.sample): model_request(
+            p.task, p.sample, max_tokens=config.max_tokens, temperature=config.temperature
+        )
+        for p in plan
+    }
 
     spent_before = sum((c for _, _, c, _ in stored.values()), Decimal(0))
     spent = spent_before

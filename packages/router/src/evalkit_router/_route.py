@@ -378,8 +378,7 @@ def route_live(
     """
     import asyncio
 
-    from evalkit import Sandbox, grade
-    from evalkit._eval import model_request
+    from evalkit import Sandbox, grade, model_request
     from evalkit_core.models import ModelClient
 
     async def go(sandbox: Sandbox) -> list[LiveDecision]:
