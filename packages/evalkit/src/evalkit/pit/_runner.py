@@ -222,7 +222,10 @@ class _RunState:
         self.where: dict[str, Any] = {}
         answer = release.answer_key
         self.answers: dict[str, dict[str, Any]] = {r["row_key"]: r for r in answer.iter_rows(named=True)}
-        self.forms_of: dict[str, str] = dict(answer.select("row_key", "form").iter_rows())
+        # Opening prices of every ticker the answer key names, looked up once for all cells.
+        self.opens = prices.opens_for(t for a in self.answers.values() if (t := a.get("ticker"))) if prices else {}
+        self.probe_clock = Clock("pit") if "pit" in config.clocks else Clock(config.clocks[-1])
+        self.probe_view: CellView | None = None  # the shifted arm's view under the probe clock, kept from its cell
         self.fallback_rows: dict[str, int] = {}
         self.gateway = Gateway()
         self.model_spend = Decimal(0)
@@ -313,6 +316,8 @@ class _RunState:
             for clock_name in self.config.clocks:
                 clock = Clock(clock_name)
                 view = CellView(arm, clock, self.release.arm(arm), main, self.calendar)
+                if arm == "shifted" and clock is self.probe_clock:
+                    self.probe_view = view
                 self.fallback_rows[str(clock)] = view.fallback_rows
                 try:
                     result = self._run_cell(view, progress, done, total)
@@ -381,10 +386,10 @@ class _RunState:
         unpriced = 0
         lookahead = lookahead_known = 0
         by_form: dict[str, int] = {}
-        opens = self.prices.opens_for(str(t) for a in self.answers.values() if (t := a.get("ticker"))) if self.prices else {}
+        opens = self.opens
         for t in trades:
             truth = self.answers[t.row_key]
-            form = self.forms_of[t.row_key]
+            form = str(truth["form"])
             by_form[form] = by_form.get(form, 0) + 1
             entry = self.calendar.all[t.entry_index]
             accepted: dt.datetime | None = truth.get("acceptance_at")
@@ -434,8 +439,8 @@ class _RunState:
             return
         served = list(self.served_shifted)
         items = choose_items(served, cfg.probe_items)
-        clock = Clock("pit") if "pit" in cfg.clocks else Clock(cfg.clocks[-1])
-        view = CellView("shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar)
+        clock = self.probe_clock
+        view = self.probe_view or CellView("shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar)
         last = self.session_indices[-1]
         scored: list[dict[str, Any]] = []
         for n, key in enumerate(items):
