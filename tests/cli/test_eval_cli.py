@@ -162,3 +162,25 @@ def test_human_readable_output():
     result = runner.invoke(app, ["eval", "--tasks", str(BANK), "--solver", "reference"])
     assert result.exit_code == 0
     assert "public pass rate 100.0%  hidden pass rate 100.0%  gap 0.0%" in result.output
+
+
+def test_evalkit_verify_checks_an_eval_receipt(tmp_path):
+    """`evalkit verify` dispatches on the receipt's kind: an eval receipt is re-checked, a flipped result caught."""
+    import subprocess
+    import sys
+
+    out, receipt = tmp_path / "r.jsonl", tmp_path / "r.json"
+    bank = Path(__file__).parents[1] / "evalkit" / "fixtures" / "tasks"
+    run = [sys.executable, "-m", "evalkit_cli"]
+    made = subprocess.run([*run, "eval", "--tasks", str(bank), "--solver", "reference", "--out", str(out), "--receipt", str(receipt)],
+                          capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    ok = subprocess.run([*run, "verify", str(receipt)], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "MISMATCH" not in ok.stdout and "ok" in ok.stdout
+    data = bytearray(out.read_bytes())
+    data[5] ^= 0x01
+    out.write_bytes(bytes(data))
+    bad = subprocess.run([*run, "verify", str(receipt)], capture_output=True, text=True, check=False)
+    assert bad.returncode == 1
+    assert "MISMATCH" in bad.stdout

@@ -155,8 +155,8 @@ def verify(
     bundle: Path | None = typer.Option(None, "--bundle", help="The release directory the receipt binds (PIT runs)."),
     config: Path | None = typer.Option(None, "--config", help="Also check the config digest against this RunConfig JSON."),
     prices: Path | None = typer.Option(None, "--prices", help="Also check the price file's sha256."),
-    results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds."),
-    tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval receipt binds."),
+    results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds [default: as recorded]."),
+    tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval receipt binds [default: as recorded]."),
 ) -> None:
     """Recompute every hash a receipt binds, offline. One ok/MISMATCH line each; exit 0 only if all match."""
     from evalkit_core import ReceiptError, read_receipt
@@ -186,14 +186,15 @@ def verify(
 
 
 def _verify_other(kind: str, receipt: Path, results: Path | None, tasks: Path | None) -> list[tuple[str, bool, str]]:
-    import evalkit
+    from evalkit import verify_eval_receipt
+    from evalkit._eval import RECEIPT_KIND as EVAL_KIND
 
-    checker = getattr(evalkit, "verify_eval_receipt", None)
-    if kind != "eval" or checker is None:
+    if kind == "evalkit.campaign":
+        raise ConfigError(f"{receipt}: a campaign receipt; check it with `evalkit campaign verify NAME`")
+    if kind != EVAL_KIND:
         raise ConfigError(f"{receipt}: receipt kind {kind!r} is not one this version can verify")
-    if results is None or tasks is None:
-        raise ConfigError("verify: an eval receipt needs --results and --tasks")
-    return [(str(n), bool(ok), str(d)) for n, ok, d in checker(receipt, results, tasks)]
+    # Without --results/--tasks the paths the receipt recorded are used.
+    return [(str(n), bool(ok), str(d)) for n, ok, d in verify_eval_receipt(receipt, results, tasks)]
 
 
 def export(

@@ -365,7 +365,7 @@ def write_demo_release(out: str | Path, *, overwrite: bool = False) -> Path:
 
 def demo_release_path() -> Path:
     """The built-in demo release, generated on first use into the cache directory and reused after that."""
-    from evalkit_core._release import cache_dir
+    from evalkit_core._cache import cache_dir
 
     spec_key = digest_bytes(f"{GENERATOR}:{DEMO!r}".encode())[7:23]
     target = cache_dir() / "demo" / f"{DEMO.name}-{spec_key}"

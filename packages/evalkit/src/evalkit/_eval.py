@@ -433,6 +433,22 @@ def run_eval(
     )
 
 
+def _summary_check(body: dict[str, JSON], results: Path) -> tuple[str, bool, str]:
+    """Is the receipt's summary what the results file says? A damaged file is a mismatch, not a crash."""
+    try:
+        rows = [
+            cast("dict[str, JSON]", json.loads(line))
+            for line in results.read_text(encoding="utf-8").splitlines()
+            if line
+        ]
+        tasks_block = cast("dict[str, int]", body.get("tasks") or {})
+        again = summarize(rows, tasks_block.get("count", 0))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return ("summary", False, f"{results} is not a results file this receipt could have made ({exc!r})")
+    ok = canonical_bytes(again) == canonical_bytes(body.get("summary"))
+    return ("summary", ok, "" if ok else "the summary in the receipt is not what the results file says")
+
+
 def verify_eval_receipt(
     receipt_path: str | Path, results_path: str | Path | None = None, tasks_dir: str | Path | None = None
 ) -> list[tuple[str, bool, str]]:
@@ -453,23 +469,14 @@ def verify_eval_receipt(
     results = Path(results_path) if results_path is not None else Path(files.get("results", ""))
     try:
         actual = file_digest(results)
+    except OSError as exc:
+        checks.append(("results", False, f"cannot read {results}: {exc.strerror}"))
+    else:
         ok = actual == binding.get("results")
         checks.append(
             ("results", ok, "" if ok else f"{results} has {actual}, receipt expects {binding.get('results')}")
         )
-        rows = [
-            cast("dict[str, JSON]", json.loads(line))
-            for line in results.read_text(encoding="utf-8").splitlines()
-            if line
-        ]
-        tasks_block = cast("dict[str, int]", body.get("tasks") or {})
-        again = summarize(rows, tasks_block.get("count", 0))
-        ok = canonical_bytes(again) == canonical_bytes(body.get("summary"))
-        checks.append(
-            ("summary", ok, "" if ok else "the summary in the receipt is not what the results file says")
-        )
-    except (OSError, ValueError) as exc:
-        checks.append(("results", False, f"cannot read {results}: {exc}"))
+        checks.append(_summary_check(body, results))
     bank = Path(tasks_dir) if tasks_dir is not None else Path(files.get("tasks", ""))
     try:
         actual = bank_digest(load_tasks(bank))
