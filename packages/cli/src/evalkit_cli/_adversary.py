@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+
+from evalkit_cli._progress import progress_bar
 
 if TYPE_CHECKING:
     from evalkit import MiningResult
@@ -52,19 +53,8 @@ def mine(
             progress=progress,
         )
 
-    if sys.stderr.isatty() and not as_json:
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        bar_id = bar.add_task("mining", total=None)
-
-        def show(done: int, total: int) -> None:
-            bar.update(bar_id, completed=done, total=total)
-
-        with bar:
-            results, stopped = run(show)
-    else:
-        results, stopped = run()
+    with progress_bar("mining", enabled=not as_json) as show:
+        results, stopped = run(show)
     invalid: dict[str, int] = {}
     for r in results:
         for reason, n in r.invalid_counts().items():

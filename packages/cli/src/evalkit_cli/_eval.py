@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
+
+from evalkit_cli._progress import progress_bar
 
 __all__ = ["eval_command"]
 
@@ -33,19 +34,8 @@ def eval_command(
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""
     from evalkit import run_eval
 
-    if sys.stderr.isatty() and not as_json:
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        bar_id = bar.add_task("grading", total=None)
-
-        def show(done: int, total: int) -> None:
-            bar.update(bar_id, completed=done, total=total)
-
-        with bar:
-            report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers, progress=show)
-    else:
-        report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers)
+    with progress_bar("grading", enabled=not as_json) as show:
+        report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers, progress=show)
     s = report.summary
     if as_json:
         payload = {

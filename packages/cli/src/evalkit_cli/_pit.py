@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from evalkit_cli._progress import progress_bar
 from evalkit_core import ConfigError
 
 __all__ = ["export", "run", "verify"]
@@ -107,37 +108,19 @@ def run(
         load_prices(cfg.prices_path, source=cfg.price_source or "", pulled_at=cfg.prices_pulled_at) if cfg.prices_path else None
     )
     scope = "process+netns" if os.environ.get(NETNS_ENV) == "1" else "process"
-    progress = None if as_json or not sys.stderr.isatty() else _Progress()
-    try:
-        result = pit_run(the_agent, cfg, bundle, the_prices, network_scope=scope, progress=progress)
-    finally:
-        if progress is not None:
-            progress.close()
+    with progress_bar("cells", enabled=not as_json) as bar:
+
+        def report(label: str, done: int, total: int) -> None:
+            if bar is not None:
+                bar(done, total, label)
+
+        result = pit_run(the_agent, cfg, bundle, the_prices, network_scope=scope, progress=report)
     if as_json:
         typer.echo(json.dumps(result.body, indent=2, sort_keys=True))
     else:
         _print_run(result.body, result.receipt_path, result.receipt["body_sha256"], bundle.root)
     if not result.valid:
         raise typer.Exit(1)
-
-
-class _Progress:
-    """A rich progress bar on stderr, shown only on a terminal."""
-
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._p = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True
-        )
-        self._task = self._p.add_task("cells", total=None)
-        self._p.start()
-
-    def __call__(self, label: str, done: int, total: int) -> None:
-        self._p.update(self._task, description=label, completed=done, total=total)
-
-    def close(self) -> None:
-        self._p.stop()
 
 
 def _reexec_in_netns() -> None:

@@ -136,7 +136,6 @@ def run(
     ``bundle`` defaults to ``Release.load(config.bundle_path)``; it is narrowed to the config's forms and window.
     ``prices`` may be None: every cell still runs and reports ``total_return: null``.
     """
-    config.validate()
     release = bundle if bundle is not None else Release.load(config.bundle_path)
     start, end = _check_window(config, release)
     release = release.select(forms=list(config.forms) or None, start=start, end=end)
