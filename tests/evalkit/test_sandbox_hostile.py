@@ -9,6 +9,7 @@ import threading
 import uuid
 from pathlib import Path
 
+import attrs
 import pytest
 
 from evalkit import CallTest, CheckTest, CodeTask, Sandbox, SandboxLimits, TypeSpec, Verdict, grade
@@ -73,8 +74,9 @@ def assert_host_clean(box: Sandbox) -> None:
     for t in box._templates:
         if t.proc is not None:
             assert descendants(t.proc.pid) == [], "the template still has children"
-    leftovers = [p.name for p in box.base_dir.iterdir() if p.name.startswith("job-")]
+    leftovers = [p.name for p in box.job_dirs()]
     assert leftovers == [], f"job directories left behind: {leftovers}"
+    assert not [p for p in box.base_dir.iterdir() if p.name.startswith("job-")]
 
 
 def run(box: Sandbox, source: str, task: CodeTask = DOUBLE) -> Verdict:
@@ -367,3 +369,44 @@ def test_runs_as_unprivileged_user_when_root(sandbox):
     if os.geteuid() != 0 or not sandbox.uids:
         pytest.skip("not root, or the interpreter is not reachable by an unprivileged user here")
     assert v.hidden[0].actual == f"[{sandbox.uids[0]}, {sandbox.uids[0]}, []]"
+
+
+def test_filling_the_disk_stops_at_the_private_tmpfs(sandbox):
+    """Many files, each under the file-size limit: where job directories live on a private tmpfs, the total is
+    capped by ``disk_bytes`` (the host's disk and memory are never at stake), and the job's files go with it."""
+    if not sandbox._plan.tmpfs:
+        pytest.skip("no private tmpfs here (needs root and unshare --mount)")
+    limits = attrs.evolve(LIMITS, disk_bytes=6 << 20)
+    src = (
+        "def f(x):\n"
+        "    for k in range(100):\n"
+        "        with open(f'part{k}.bin', 'wb') as fh:\n"
+        "            fh.write(b'0' * (2 << 20))\n"
+        "    return 2 * x\n"
+    )
+    with Sandbox(limits, workers=1) as box:
+        v = run(box, src, make_task([CallTest((1,), {}, 2)], []))
+        assert "6291456 bytes" in box.isolation.filesystem
+    assert v.public[0].reason == "exception"
+    assert "No space left on device" in v.public[0].detail
+
+
+def test_job_directories_are_visible_to_the_host_while_a_job_runs(sandbox):
+    """The leftover checks above look where jobs really live (through the template's /proc/<pid>/root when the
+    directories are on a private tmpfs); this shows that view is not empty by construction."""
+    seen: list[list[str]] = []
+
+    def watch() -> None:
+        for _ in range(200):
+            dirs = sandbox.job_dirs()
+            if dirs:
+                seen.append(sorted(p.name for p in dirs[0].iterdir()))
+                return
+            threading.Event().wait(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    v = run(sandbox, "import time\ndef f(x):\n    time.sleep(0.4)\n    return 2 * x\n", DOUBLE)
+    watcher.join()
+    assert v.all_public
+    assert seen == [["output", "work"]]

@@ -81,6 +81,9 @@ class SandboxLimits:
     open_files: int = 64
     processes: int = 1
     output_bytes: int = 4096
+    disk_bytes: int = (
+        128 << 20
+    )  # all a job's files together, where a private tmpfs holds them (see Isolation)
 
     @property
     def wall(self) -> float:
@@ -95,6 +98,7 @@ class SandboxLimits:
             "open_files": self.open_files,
             "processes": self.processes,
             "output_bytes": self.output_bytes,
+            "disk_bytes": self.disk_bytes,
         }
 
 
@@ -151,9 +155,12 @@ class SandboxRun:
 class _Plan:
     """How templates are launched on this machine (probed once per process)."""
 
-    def __init__(self, *, drop_user: bool, netns: bool, bind_prefix: str | None, python: str) -> None:
+    def __init__(
+        self, *, drop_user: bool, netns: bool, tmpfs: bool, bind_prefix: str | None, python: str
+    ) -> None:
         self.drop_user = drop_user
         self.netns = netns
+        self.tmpfs = tmpfs  # job directories on a private tmpfs, mounted in the template's mount namespace
         self.bind_prefix = bind_prefix
         self.python = python
 
@@ -175,15 +182,14 @@ def _probe() -> _Plan:
     python = os.path.realpath(sys.executable)
     is_root = os.geteuid() == 0
     unshare = shutil.which("unshare")
-    netns = False
+    netns = tmpfs = False
     if unshare and is_root:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            netns = (
-                subprocess.run(
-                    [unshare, "--mount", "--net", "--", "true"], check=False, timeout=10, capture_output=True
-                ).returncode
-                == 0
+        with tempfile.TemporaryDirectory(prefix="evalkit-probe-") as mountpoint:
+            mount = _tmpfs_command(1)
+            tmpfs = _succeeds(
+                [unshare, "--mount", "--net", "--", "/bin/sh", "-c", mount, "sh", "size=1m", mountpoint]
             )
+        netns = tmpfs or _succeeds([unshare, "--mount", "--net", "--", "true"])
     bind_prefix: str | None = None
     drop_user = is_root
     if is_root:
@@ -198,7 +204,22 @@ def _probe() -> _Plan:
                 bind_prefix = prefix
             else:
                 drop_user = False
-    return _Plan(drop_user=drop_user, netns=netns, bind_prefix=bind_prefix, python=python)
+    return _Plan(drop_user=drop_user, netns=netns, tmpfs=tmpfs, bind_prefix=bind_prefix, python=python)
+
+
+def _tmpfs_command(k: int) -> str:
+    """The shell command, run inside ``unshare --mount``, that mounts a tmpfs for job directories at positional
+    parameter ``k + 1`` with the size option in parameter ``k``. The mount is private to the namespace
+    (util-linux unshare makes a new namespace's mounts private): the host never sees it, and it is gone when the
+    template exits, with whatever a candidate left in it."""
+    return f'mount -t tmpfs -o "mode=0711,nosuid,nodev,nr_inodes=16384,${{{k}}}" evalkit-jobs "${{{k + 1}}}"'
+
+
+def _succeeds(cmd: list[str]) -> bool:
+    try:
+        return subprocess.run(cmd, check=False, timeout=10, capture_output=True).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 @cache
@@ -212,8 +233,10 @@ class _Template:
     def __init__(self, plan: _Plan, base: Path, slot: int, limits: SandboxLimits, uid_base: int) -> None:
         self.slot = slot
         self.uid = uid_base + slot if plan.drop_user else None
+        # where job directories are made: a private tmpfs mounted over base/jobs-<slot>, or base itself
+        self.jobs = str(base / f"jobs-{slot}") if plan.tmpfs else str(base)
         settings: dict[str, JSON] = {
-            "base": str(base),
+            "jobs": self.jobs,
             "slot": slot,
             "uid": self.uid,
             "gid": self.uid,
@@ -237,28 +260,27 @@ class _Template:
         plan = self._plan
         args = [json.dumps(self._settings)]
         code = _child_source()
+        python = plan.python
+        mounts: list[str] = []  # shell commands run inside the new mount namespace, before the interpreter
+        params: list[str] = []
         if plan.bind_prefix is not None:
             mnt = self._base / "py"
             mnt.mkdir(exist_ok=True)
             python = str(mnt / Path(plan.python).relative_to(plan.bind_prefix))
-            cmd = [
-                "unshare",
-                "--mount",
-                "--net",
-                "--",
-                "/bin/sh",
-                "-c",
-                'mount --bind "$0" "$1" && exec "$2" -s -S -P -c "$3" "$4"',
-                plan.bind_prefix,
-                str(mnt),
-                python,
-                code,
-                *args,
-            ]
+            mounts.append(f'mount --bind "${{{len(params) + 1}}}" "${{{len(params) + 2}}}"')
+            params += [plan.bind_prefix, str(mnt)]
+        if plan.tmpfs:
+            Path(self.jobs).mkdir(exist_ok=True)
+            mounts.append(_tmpfs_command(len(params) + 1))
+            params += [f"size={self._limits.disk_bytes}", self.jobs]
+        interpreter = [python, "-s", "-S", "-P", "-c", code, *args]
+        if mounts:
+            script = " && ".join([*mounts, f'shift {len(params)} && exec "$@"'])
+            cmd = ["unshare", "--mount", "--net", "--", "/bin/sh", "-c", script, "sh", *params, *interpreter]
         elif plan.netns:
-            cmd = ["unshare", "--net", "--", plan.python, "-s", "-S", "-P", "-c", code, *args]
+            cmd = ["unshare", "--net", "--", *interpreter]
         else:
-            cmd = [plan.python, "-s", "-S", "-P", "-c", code, *args]
+            cmd = interpreter
         log = (self._base / f"template-{self.slot}.log").open("ab")
         try:
             self.proc = subprocess.Popen(
@@ -490,13 +512,33 @@ class Sandbox:
             network="network namespace without routes"
             if plan.netns
             else "audit hook only (unshare unavailable)",
-            filesystem="own directory; writes elsewhere refused by the audit hook and file permissions",
+            filesystem=(
+                f"own directory on a private tmpfs ({self.limits.disk_bytes} bytes, this worker's mount namespace"
+                " only); writes elsewhere refused by the audit hook and file permissions"
+                if plan.tmpfs
+                else "own directory; writes elsewhere refused by the audit hook and file permissions"
+            ),
             interpreter=plan.python,
         )
 
     @property
     def base_dir(self) -> Path:
         return self._base
+
+    def job_dirs(self) -> list[Path]:
+        """The job directories that exist right now, by a path the host can open: on a private tmpfs they are
+        reached through the template's ``/proc/<pid>/root``. Empty between jobs, whatever the jobs did."""
+        found: list[Path] = []
+        for t in self._templates:
+            root = Path(t.jobs)
+            if self._plan.tmpfs:
+                proc = t.proc
+                if proc is None or proc.poll() is not None:
+                    continue  # the namespace, and the tmpfs with it, ended with the template
+                root = Path(f"/proc/{proc.pid}/root") / t.jobs.lstrip("/")
+            with contextlib.suppress(FileNotFoundError):
+                found += [p for p in root.iterdir() if p.name.startswith(f"job-{t.slot}-")]
+        return sorted(found)
 
     @property
     def uids(self) -> tuple[int, ...]:
