@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -342,7 +343,23 @@ def run_eval(
         raise ConfigError(f"--k must be at least 1, got {k}")
     if receipt is not None and out is None:
         raise ConfigError("--receipt needs --out: the receipt binds the results file")
-    bank = Path(tasks_dir)
+    if solver != "reference" and not solver.startswith(("replay:", "model:")):
+        raise ConfigError(f"--solver must be 'reference', 'replay:FILE.jsonl' or 'model:<id>', got {solver!r}")
+    with Sandbox(limits, workers=workers) as sandbox:
+        sandbox.prestart()  # the templates start while the bank loads and the solutions are gathered
+        return _run_eval(Path(tasks_dir), solver, sandbox, k=k, out=out, receipt=receipt, progress=progress)
+
+
+def _run_eval(
+    bank: Path,
+    solver: str,
+    sandbox: Sandbox,
+    *,
+    k: int | None,
+    out: str | Path | None,
+    receipt: str | Path | None,
+    progress: Callable[[int, int], None] | None,
+) -> EvalReport:
     tasks = load_tasks(bank)
     by_id = {t.id: t for t in tasks}
     solver_json: dict[str, JSON]
@@ -386,20 +403,24 @@ def run_eval(
         for t, j, c in answers:
             items.append((t, c.text))
             samples.append(j)
-    else:
-        raise ConfigError(f"--solver must be 'reference', 'replay:FILE.jsonl' or 'model:<id>', got {solver!r}")
+    else:  # pragma: no cover - checked by run_eval
+        raise ConfigError(f"unknown solver {solver!r}")
     order = sorted(range(len(items)), key=lambda i: (items[i][0].id, samples[i]))
     items = [items[i] for i in order]
     samples = [samples[i] for i in order]
-    with Sandbox(limits, workers=workers) as sandbox:
-        settings = VerifierSettings(sandbox.limits)
-        isolation = sandbox.isolation
-        verdicts: list[Verdict] = []
-        step = max(1, len(items) // 20) if progress else len(items) or 1
-        for start in range(0, len(items), step):
-            verdicts += grade_many(items[start : start + step], sandbox, settings, extract=extract)
-            if progress:
-                progress(len(verdicts), len(items))
+    settings = VerifierSettings(sandbox.limits)
+    isolation = sandbox.isolation
+    tick: Callable[[], None] | None = None
+    if progress is not None:
+        report, total, graded, lock = progress, len(items), [0], threading.Lock()
+
+        def counted() -> None:
+            with lock:
+                graded[0] += 1
+                report(graded[0], total)
+
+        tick = counted
+    verdicts = grade_many(items, sandbox, settings, extract=extract, on_done=tick)
     rollouts = tuple(Rollout(t.id, s, v) for (t, _), s, v in zip(items, samples, verdicts, strict=True))
     rows = [r.to_json() for r in rollouts]
     summary = summarize(rows, len(tasks))

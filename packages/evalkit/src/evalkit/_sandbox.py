@@ -33,7 +33,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
@@ -497,6 +497,28 @@ class Sandbox:
         self._counter = 0
         self._lock = threading.Lock()
         self._closed = False
+        self._starters: list[threading.Thread] = []
+
+    def prestart(self) -> None:
+        """Start every worker's template now, in the background, so that their start-up overlaps whatever the
+        caller does before its first job (otherwise each starts on first use). A template that fails to start
+        here is started again, and the failure reported, by the job that needs it."""
+        if self._closed or self._starters:
+            return
+        for _ in self._templates:
+            thread = threading.Thread(target=self._start_one, name="evalkit-sandbox-start", daemon=True)
+            thread.start()
+            self._starters.append(thread)
+
+    def _start_one(self) -> None:
+        template = self._free.get()
+        try:
+            if template.proc is None and not self._closed:
+                template.start()
+        except OSError:
+            pass
+        finally:
+            self._free.put(template)
 
     @property
     def isolation(self) -> Isolation:
@@ -560,16 +582,29 @@ class Sandbox:
         finally:
             self._free.put(template)
 
-    def run_many(self, jobs: Sequence[SandboxJob]) -> list[SandboxRun]:
+    def run_many(
+        self, jobs: Sequence[SandboxJob], *, on_done: Callable[[], None] | None = None
+    ) -> list[SandboxRun]:
+        """Run ``jobs`` over the workers; results in order. ``on_done`` is called (from a worker thread) as
+        each job finishes, in whatever order they finish."""
+
+        def one(job: SandboxJob) -> SandboxRun:
+            run = self.run(job)
+            if on_done is not None:
+                on_done()
+            return run
+
         if len(jobs) <= 1 or self.workers == 1:
-            return [self.run(j) for j in jobs]
+            return [one(j) for j in jobs]
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            return list(pool.map(self.run, jobs))
+            return list(pool.map(one, jobs))
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        for thread in self._starters:
+            thread.join()
         for t in self._templates:
             t.close()
         shutil.rmtree(self._base, ignore_errors=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, cast
 
 import attrs
@@ -396,9 +396,11 @@ def grade_many(
     settings: VerifierSettings | None = None,
     *,
     extract: bool = True,
+    on_done: Callable[[], None] | None = None,
 ) -> list[Verdict]:
     """Grade ``(task, completion)`` pairs, in order. With ``extract=False`` the text is the solution itself
     (source code, or JSON text). Code candidates are spread over the sandbox's workers, one child each.
+    ``on_done`` is called once per pair as it is graded (from a worker thread for code).
     """
     settings = settings or VerifierSettings(sandbox.limits)
     out: list[Verdict | None] = [None] * len(items)
@@ -410,17 +412,23 @@ def grade_many(
                 document = extract_json(text) if extract else cast("JSON", json.loads(text))
             except (ExtractionError, ValueError) as exc:
                 out[i] = _all_failed(task, settings, "no_json", str(exc))
+                if on_done is not None:
+                    on_done()
                 continue
             out[i] = _structured_verdict(task, settings, document)
+            if on_done is not None:
+                on_done()
             continue
         try:
             source = extract_code(text, task.entry_point) if extract else text
         except ExtractionError as exc:
             out[i] = _all_failed(task, settings, "no_code", str(exc))
+            if on_done is not None:
+                on_done()
             continue
         jobs.append(_job(task, source))
         job_index.append(i)
-    for i, run in zip(job_index, sandbox.run_many(jobs), strict=True):
+    for i, run in zip(job_index, sandbox.run_many(jobs, on_done=on_done), strict=True):
         task = items[i][0]
         assert isinstance(task, CodeTask)
         out[i] = _code_verdict(task, settings, run)
