@@ -212,7 +212,7 @@ def _tmpfs_command(k: int) -> str:
     parameter ``k + 1`` with the size option in parameter ``k``. The mount is private to the namespace
     (util-linux unshare makes a new namespace's mounts private): the host never sees it, and it is gone when the
     template exits, with whatever a candidate left in it."""
-    return f'mount -t tmpfs -o "mode=0711,nosuid,nodev,nr_inodes=16384,${{{k}}}" evalkit-jobs "${{{k + 1}}}"'
+    return f'mount -t tmpfs -o "mode=0711,nosuid,nodev,noexec,nr_inodes=16384,${{{k}}}" evalkit-jobs "${{{k + 1}}}"'
 
 
 def _succeeds(cmd: list[str]) -> bool:
