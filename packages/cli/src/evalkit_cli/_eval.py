@@ -42,6 +42,7 @@ def eval_command(
             "summary": s,
             "bank_digest": report.bank_digest,
             "settings_digest": report.settings.digest,
+            "isolation": report.isolation.to_json(),
             "results": str(report.results_path) if report.results_path else None,
             "receipt": str(report.receipt_path) if report.receipt_path else None,
         }
