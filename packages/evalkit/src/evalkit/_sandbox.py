@@ -81,9 +81,8 @@ class SandboxLimits:
     open_files: int = 64
     processes: int = 1
     output_bytes: int = 4096
-    disk_bytes: int = (
-        128 << 20
-    )  # all a job's files together, where a private tmpfs holds them (see Isolation)
+    # all of a job's files together, where a private tmpfs holds them (see Isolation.filesystem)
+    disk_bytes: int = 128 << 20
 
     @property
     def wall(self) -> float:
@@ -515,8 +514,8 @@ class Sandbox:
         try:
             if template.proc is None and not self._closed:
                 template.start()
-        except OSError:
-            pass
+        except (OSError, ValueError):
+            pass  # the first job on this template starts it again and reports what went wrong
         finally:
             self._free.put(template)
 

@@ -647,10 +647,10 @@ def main() -> None:
     tools = _Tools()
     os.environ.clear()
     os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-    # Move everything imported so far out of the collector's reach: forked children then do not write to (and
-    # so copy) every page of the template's heap when a collection runs.
-    for _ in range(3):
+    for _ in range(3):  # see _WARM_UP
         exec(compile(_WARM_UP, "<warm-up>", "exec"), {"__name__": "__warm_up__"})  # noqa: S102
+    # Move everything made so far out of the collector's reach: forked children then do not write to (and so
+    # copy) every page of the template's heap when a collection runs.
     gc.collect()
     gc.freeze()
     os.write(out, b'{"t":"template-ready"}\n')
