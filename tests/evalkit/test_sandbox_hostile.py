@@ -267,6 +267,26 @@ def test_os_exit(sandbox):
     assert reasons(v) == ["ok", "crash", "ok"]
 
 
+def test_a_crash_loses_no_answer_and_reruns_no_test(sandbox):
+    """Each test's result travels with the start of the next; a child that dies in test i has already delivered
+    test i-1, and the fresh child runs only the tests after i (the log shows every load and every call)."""
+    src = (
+        "import os\n"
+        "open('log', 'a').write('L')\n"
+        "def f(x):\n"
+        "    open('log', 'a').write(str(x))\n"
+        "    if x == 2:\n"
+        "        os._exit(0)\n"
+        "    return open('log').read()\n"
+    )
+    v = run(
+        sandbox,
+        src,
+        make_task([CallTest((1,), {}, "L1")], [CallTest((2,), {}, 0), CallTest((5,), {}, "L12L5")]),
+    )
+    assert reasons(v) == ["ok", "crash", "ok"]
+
+
 def test_killing_itself(sandbox):
     v = run(sandbox, "import signal, os\ndef f(x):\n    signal.raise_signal(signal.SIGKILL)\n")
     assert reasons(v) == ["crash"] * 3
