@@ -393,7 +393,7 @@ def test_runs_as_unprivileged_user_when_root(sandbox):
 
 def test_filling_the_disk_stops_at_the_private_tmpfs(sandbox):
     """Many files, each under the file-size limit: where job directories live on a private tmpfs, the total is
-    capped by ``disk_bytes`` (the host's disk and memory are never at stake), and the job's files go with it."""
+    capped by ``disk_bytes`` (at most that much memory, and none of the host's disk), and the job's files go with it."""
     if not sandbox._plan.tmpfs:
         pytest.skip("no private tmpfs here (needs root and unshare --mount)")
     limits = attrs.evolve(LIMITS, disk_bytes=6 << 20)
