@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -386,7 +385,7 @@ def _run_eval(
             items.append((by_id[task_id], completion))
             samples.append(j)
         solver_json["file_digest"] = file_digest(replay_path)
-    elif solver.startswith("model:"):
+    else:  # model:<id> (run_eval refused anything else)
         model_id = solver.removeprefix("model:")
         answers = model_completions(tasks, model_id, k or 1)
         calls = [c for _, _, c in answers]
@@ -403,24 +402,12 @@ def _run_eval(
         for t, j, c in answers:
             items.append((t, c.text))
             samples.append(j)
-    else:  # pragma: no cover - checked by run_eval
-        raise ConfigError(f"unknown solver {solver!r}")
     order = sorted(range(len(items)), key=lambda i: (items[i][0].id, samples[i]))
     items = [items[i] for i in order]
     samples = [samples[i] for i in order]
     settings = VerifierSettings(sandbox.limits)
     isolation = sandbox.isolation
-    tick: Callable[[], None] | None = None
-    if progress is not None:
-        report, total, graded, lock = progress, len(items), [0], threading.Lock()
-
-        def counted() -> None:
-            with lock:
-                graded[0] += 1
-                report(graded[0], total)
-
-        tick = counted
-    verdicts = grade_many(items, sandbox, settings, extract=extract, on_done=tick)
+    verdicts = grade_many(items, sandbox, settings, extract=extract, progress=progress)
     rollouts = tuple(Rollout(t.id, s, v) for (t, _), s, v in zip(items, samples, verdicts, strict=True))
     rows = [r.to_json() for r in rollouts]
     summary = summarize(rows, len(tasks))

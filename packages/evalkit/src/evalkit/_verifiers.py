@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, cast
 
@@ -396,14 +397,16 @@ def grade_many(
     settings: VerifierSettings | None = None,
     *,
     extract: bool = True,
-    on_done: Callable[[], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Verdict]:
     """Grade ``(task, completion)`` pairs, in order. With ``extract=False`` the text is the solution itself
     (source code, or JSON text). Code candidates are spread over the sandbox's workers, one child each.
-    ``on_done`` is called once per pair as it is graded (from a worker thread for code).
+    ``progress(done, total)`` is called as each pair is graded, in the order they finish (from the sandbox's
+    worker threads for code, one call at a time).
     """
     settings = settings or VerifierSettings(sandbox.limits)
     out: list[Verdict | None] = [None] * len(items)
+    tick = _counter(len(items), progress)
     jobs: list[SandboxJob] = []
     job_index: list[int] = []
     for i, (task, text) in enumerate(items):
@@ -412,27 +415,37 @@ def grade_many(
                 document = extract_json(text) if extract else cast("JSON", json.loads(text))
             except (ExtractionError, ValueError) as exc:
                 out[i] = _all_failed(task, settings, "no_json", str(exc))
-                if on_done is not None:
-                    on_done()
-                continue
-            out[i] = _structured_verdict(task, settings, document)
-            if on_done is not None:
-                on_done()
+            else:
+                out[i] = _structured_verdict(task, settings, document)
+            tick()
             continue
         try:
             source = extract_code(text, task.entry_point) if extract else text
         except ExtractionError as exc:
             out[i] = _all_failed(task, settings, "no_code", str(exc))
-            if on_done is not None:
-                on_done()
+            tick()
             continue
         jobs.append(_job(task, source))
         job_index.append(i)
-    for i, run in zip(job_index, sandbox.run_many(jobs, on_done=on_done), strict=True):
+    for i, run in zip(job_index, sandbox.run_many(jobs, on_done=tick), strict=True):
         task = items[i][0]
         assert isinstance(task, CodeTask)
         out[i] = _code_verdict(task, settings, run)
     return [v for v in out if v is not None]
+
+
+def _counter(total: int, progress: Callable[[int, int], None] | None) -> Callable[[], None]:
+    """A thread-safe ``tick()`` that reports ``progress(done, total)`` once per call, serialised."""
+    if progress is None:
+        return lambda: None
+    report, lock, done = progress, threading.Lock(), [0]
+
+    def tick() -> None:
+        with lock:
+            done[0] += 1
+            report(done[0], total)
+
+    return tick
 
 
 def grade(
