@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from evalkit_core import digest
+
 from evalkit import (
     CodeTask,
     Sandbox,
@@ -60,9 +62,12 @@ def test_shallow_solution_passes_public_but_not_hidden(sandbox, tasks):
     assert v.all_public
     assert [t.name for t in v.hidden if not t.passed] == ["hidden/0", "hidden/1"]
     assert v.hidden[0].reason == "wrong_answer"
-    assert v.hidden[0].actual == "null"
-    assert v.hidden[1].detail == 'expected "12a"'
-    assert v.hidden[1].actual == '"9a"'
+    # hidden tests show a reason and digests, never the expected value or what the candidate returned
+    assert v.hidden[0].actual == digest("null")
+    withheld = digest('expected "12a"')
+    assert v.hidden[1].detail == f"wrong_answer (hidden test: detail withheld, {withheld})"
+    assert v.hidden[1].actual == digest('"9a"')
+    assert "12a" not in str(v.to_json())
     assert (v.public_passed, len(v.public), v.hidden_passed, len(v.hidden)) == (3, 3, 2, 4)
 
 

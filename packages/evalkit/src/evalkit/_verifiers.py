@@ -201,6 +201,17 @@ def _code_test_verdict(
     return TestVerdict(name, False, "crash", f"no result ({status})")
 
 
+def _redact(verdict: TestVerdict) -> TestVerdict:
+    """A hidden test's verdict as results and receipts may show it: the reason, and digests in place of what the
+    candidate returned and of the detail (which can hold an expected value, a check's message, or what a candidate
+    read and printed into an exception). Public tests are shown whole."""
+    if not verdict.name.startswith("hidden/"):
+        return verdict
+    detail = f"{verdict.reason} (hidden test: detail withheld, {digest(verdict.detail)})" if verdict.detail else ""
+    actual = None if verdict.actual is None else digest(verdict.actual)
+    return attrs.evolve(verdict, detail=detail, actual=actual)
+
+
 def _names(task: CodeTask | StructuredTask) -> list[str]:
     if isinstance(task, CodeTask):
         return [f"public/{i}" for i in range(len(task.public_tests))] + [
@@ -224,7 +235,7 @@ def _split(
         task_digest=task.digest,
         settings_digest=settings.digest,
         public=tuple(verdicts[:n_public]),
-        hidden=tuple(verdicts[n_public:]),
+        hidden=tuple(_redact(v) for v in verdicts[n_public:]),
         output=output,
         infra_error=infra,
     )
@@ -240,7 +251,7 @@ def _job(task: CodeTask, source: str) -> SandboxJob:
     inputs: list[Mapping[str, JSON]] = []
     for t in (*task.public_tests, *task.hidden_tests):
         if isinstance(t, CheckTest):
-            inputs.append({"check": t.check})
+            inputs.append({"check": t.check, "context": t.context})
         else:  # only the inputs enter the sandbox; the expected value stays outside
             inputs.append({"args": list(t.args), "kwargs": dict(t.kwargs)})
     return SandboxJob(source=source, entry_point=task.entry_point, tests=tuple(inputs))
