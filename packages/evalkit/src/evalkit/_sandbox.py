@@ -479,6 +479,7 @@ class _Worker:
                         runs.append(TestRun("crash"))  # its cause comes from the exit status below
                     break
             need_status = outcome is None or (runs and runs[-1].status == "crash" and not runs[-1].error)
+            self.zygote.confirm(spawned)  # a job the wall could not start is the wall's failure, not a verdict
             self.zygote.kill(spawned)
             exit_status = self.zygote.exit_status(spawned) if need_status else None
             if not need_status:
@@ -545,6 +546,7 @@ class _Worker:
                 )
             final = verdict.messages[1] if len(verdict.messages) >= 2 else None
             for s in spawned:
+                self.zygote.confirm(s)  # a job the wall could not start is the wall's failure, not a verdict
                 self.zygote.kill(s)
             need_status = outcome is None or outcome[0] != "ok" or final is None or final.startswith(b'["candidate_gone"')
             exits: list[int | None] = [None, None]

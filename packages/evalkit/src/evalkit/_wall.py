@@ -35,10 +35,11 @@ import sys
 import sysconfig
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import cast
 
 import attrs
 
@@ -145,9 +146,9 @@ class WallReport:
 
 @attrs.frozen
 class Spawned:
+    """A job the zygote was asked to start (its pidfd, failure and exit status are kept by the zygote)."""
+
     job_id: int
-    pid: int
-    pidfd: int | None
 
 
 def _system_lib_dirs() -> list[str]:
@@ -215,7 +216,8 @@ class Zygote:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
         self._exits: dict[int, int] = {}
-        self._pending: dict[int, Spawned] = {}
+        self._pidfds: dict[int, int | None] = {}
+        self._failed: dict[int, str] = {}
         self._released: list[Spawned] = []
         self._next_id = 0
         self._lock = threading.Lock()
@@ -268,8 +270,15 @@ class Zygote:
         paths = [prefix, *self.policy.ro_paths]
         if self._seccomp:
             paths.append(self._seccomp)
+        made: set[str] = set()
         for p in dict.fromkeys(paths):
             if Path(p).exists() and not any(p.startswith(d + "/") for d in _system_lib_dirs()):
+                # the directories above a bound path exist in the jail only as empty, traversable ones (so a
+                # prefix under /root is reachable by a job's uid without /root itself being there)
+                for parent in reversed(Path(p).parents[:-1] if len(Path(p).parents) > 1 else []):
+                    if str(parent) not in made:
+                        made.add(str(parent))
+                        args += ["--perms", "0755", "--dir", str(parent)]
                 args += ["--ro-bind", p, p]
         args += ["--proc", "/proc", "--dev", "/dev", "--dir", "/job", "--remount-ro", "/", "--remount-ro", "/dev"]
         args += ["--chdir", "/", "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--setenv", "LANG", "C.UTF-8"]
@@ -329,11 +338,12 @@ class Zygote:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
-        for spawned in self._pending.values():
-            if spawned.pidfd is not None:
+        for pidfd in self._pidfds.values():
+            if pidfd is not None:
                 with contextlib.suppress(OSError):
-                    os.close(spawned.pidfd)
-        self._pending.clear()
+                    os.close(pidfd)
+        self._pidfds.clear()
+        self._failed.clear()
         self._released.clear()
         self._exits.clear()
         if self._workdir is not None:
@@ -357,17 +367,38 @@ class Zygote:
             return None
         return json.loads(data), list(fds)
 
-    def _dispatch(self, msg: dict[str, object], fds: list[int]) -> dict[str, object] | None:
-        """Keep exit reports; return anything else to the caller."""
-        if msg.get("op") == "exit":
-            job_id = msg.get("id")
-            status = msg.get("status")
-            if isinstance(job_id, int) and isinstance(status, int):
-                self._exits[job_id] = status
+    def _dispatch(self, msg: dict[str, object], fds: list[int]) -> None:
+        """File a message of the zygote's: a spawn's pidfd or failure, or a job's exit status."""
+        op, job_id = msg.get("op"), msg.get("id")
+        if not isinstance(job_id, int):
             for fd in fds:
                 os.close(fd)
-            return None
-        return msg
+            return
+        if op == "spawned":
+            self._pidfds[job_id] = fds[0] if fds else None
+            for fd in fds[1:]:
+                os.close(fd)
+            return
+        for fd in fds:
+            os.close(fd)
+        if op == "failed":
+            self._failed[job_id] = str(msg.get("error"))
+        elif op == "exit" and isinstance(msg.get("status"), int):
+            self._exits[job_id] = cast("int", msg["status"])
+
+    def _await(self, ready: Callable[[], bool], timeout: float) -> bool:
+        end = _monotonic() + timeout
+        while not ready():
+            remaining = end - _monotonic()
+            if remaining <= 0:
+                return False
+            got = self._recv(timeout=remaining)
+            if got is None:
+                if not self.running:
+                    return ready()
+                continue
+            self._dispatch(*got)
+        return True
 
     def spawn(
         self,
@@ -380,10 +411,11 @@ class Zygote:
         args: Mapping[str, object] | None = None,
         namespaces: bool = True,
     ) -> Spawned:
-        """Start one jailed process running ``payload`` with ``fds`` as its fds 1 (and 2), 3, 4, ... . With
-        ``namespaces=False`` the process shares the zygote's pid and mount namespaces (no /proc or /job of its
-        own) but keeps its own uid, rlimits and seccomp: for trusted code that must only be kept apart from a
-        candidate (the checker), which cannot see it from inside its own pid namespace."""
+        """Ask for one jailed process running ``payload`` with ``fds`` as its fds 1 (and 2), 3, 4, ... . Returns
+        at once (the caller may write to the job's pipes while the zygote clones); :meth:`confirm` waits for the
+        zygote's answer. With ``namespaces=False`` the process shares the zygote's pid and mount namespaces (no
+        /proc or /job of its own) but keeps its own uid, rlimits and seccomp: for trusted code that must only be
+        kept apart from a candidate (the checker), which cannot see it from inside its own pid namespace."""
         if not self.running:
             self.start()
         assert self._ctl is not None
@@ -409,30 +441,25 @@ class Zygote:
         except OSError as exc:
             self.stop()
             raise WallError(f"cannot reach the wall's zygote: {exc}") from exc
-        while True:
-            got = self._recv(timeout=30.0)
-            if got is None:
-                self.stop()
-                raise WallError("the wall's zygote did not answer a spawn request")
-            msg = self._dispatch(*got)
-            if msg is None:
-                continue
-            if msg.get("op") == "failed":
-                raise WallError(f"the wall could not start a job: {msg.get('error')}")
-            pidfd = got[1][0] if got[1] else None
-            pid = msg.get("pid")
-            spawned = Spawned(job_id, pid if isinstance(pid, int) else -1, pidfd)
-            self._pending[job_id] = spawned
-            return spawned
+        return Spawned(job_id)
+
+    def confirm(self, spawned: Spawned, timeout: float = 30.0) -> None:
+        """Wait until the zygote has started the job; WallError if it could not (never the candidate's doing)."""
+        job_id = spawned.job_id
+        if not self._await(lambda: job_id in self._pidfds or job_id in self._failed, timeout):
+            self.stop()
+            raise WallError("the wall's zygote did not answer a spawn request")
+        if job_id in self._failed:
+            raise WallError(f"the wall could not start a job: {self._failed.pop(job_id)}")
 
     def kill(self, spawned: Spawned) -> None:
         """SIGKILL the job's pid 1 (and so its whole pid namespace)."""
-        if spawned.pidfd is not None:
+        with contextlib.suppress(WallError):
+            self.confirm(spawned)
+        pidfd = self._pidfds.get(spawned.job_id)
+        if pidfd is not None:
             with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(spawned.pidfd, signal.SIGKILL)
-        elif spawned.pid > 0:
-            with contextlib.suppress(OSError):
-                os.kill(spawned.pid, signal.SIGKILL)
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
 
     def release(self, spawned: Spawned) -> None:
         """Kill the job and collect its exit later (its pid namespace is torn down meanwhile); at most a few
@@ -454,27 +481,18 @@ class Zygote:
         return self.reap(spawned, timeout)
 
     def reap(self, spawned: Spawned, timeout: float = 10.0) -> int | None:
-        """Wait for the zygote's report that the job ended; its wait status, or None if the zygote is gone."""
-        end = _monotonic() + timeout
-        while spawned.job_id not in self._exits:
-            remaining = end - _monotonic()
-            if remaining <= 0:
-                return None
-            got = self._recv(timeout=remaining)
-            if got is None:
-                if not self.running:
-                    break
-                continue
-            msg = self._dispatch(*got)
-            if msg is not None:  # pragma: no cover - the zygote sends nothing unasked but exits
-                continue
-        status = self._exits.pop(spawned.job_id, None)
-        self._pending.pop(spawned.job_id, None)
-        if spawned.pidfd is not None:
+        """Wait for the zygote's report that the job ended; its wait status, or None if it never started or the
+        zygote is gone."""
+        job_id = spawned.job_id
+        self._await(lambda: job_id in self._exits or job_id in self._failed, timeout)
+        status = self._exits.pop(job_id, None)
+        self._failed.pop(job_id, None)
+        pidfd = self._pidfds.pop(job_id, None)
+        if pidfd is not None:
             with contextlib.suppress(OSError):
-                os.close(spawned.pidfd)
+                os.close(pidfd)
         if self._workdir is not None:
-            shutil.rmtree(self._workdir / f"job-{spawned.job_id}", ignore_errors=True)
+            shutil.rmtree(self._workdir / f"job-{job_id}", ignore_errors=True)
         return status
 
 

@@ -318,10 +318,6 @@ def _zygote_main() -> None:
         for fd in fds:
             os.close(fd)
         jobs[pid] = req["id"]
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            _send(ctl, {"op": "spawned", "id": req["id"], "pid": pid})
-        else:
-            _send(ctl, {"op": "spawned", "id": req["id"], "pid": pid}, [pidfd])
-            os.close(pidfd)
+        pidfd = os.pidfd_open(pid)  # the host kills the job with it; the zygote reaps it and reports its status
+        _send(ctl, {"op": "spawned", "id": req["id"]}, [pidfd])
+        os.close(pidfd)
