@@ -101,6 +101,112 @@ def _on_prof(_signum: int, _frame: object) -> None:
     raise _Timeout
 
 
+def _install_audit_hook(workdir: str) -> None:
+    """A tripwire, not a wall: refuse, with a message that names it, what a candidate has no business doing.
+
+    The wall (namespaces, read-only root, uid, seccomp) is what stops these; PEP 578 says audit hooks are no
+    security boundary, and this one is not used as one. It is kept because its refusals name the attempt in the
+    test's detail, which the reward-hacking checks read as evidence (``frame access is not allowed``, ...)."""
+    realpath = os.path.realpath
+    join = os.path.join
+    getcwd = os.getcwd
+    prefix = workdir.rstrip("/") + "/"
+    blocked = frozenset(
+        {
+            "os.system",
+            "os.exec",
+            "os.posix_spawn",
+            "os.spawn",
+            "os.fork",
+            "os.forkpty",
+            "subprocess.Popen",
+            "os.kill",
+            "os.killpg",
+            "socket.__new__",
+            "socket.connect",
+            "socket.bind",
+            "socket.getaddrinfo",
+            "socket.gethostbyname",
+            "socket.gethostbyaddr",
+            "socket.sendto",
+            "sys._current_frames",
+            "gc.get_objects",
+            "gc.get_referrers",
+            "gc.get_referents",
+            "object.__getattr__",
+            "sys.addaudithook",
+            "sys.settrace",
+            "sys.setprofile",
+            "resource.setrlimit",
+            "resource.prlimit",
+            "os.setuid",
+            "os.setgid",
+            "os.chroot",
+            "pty.spawn",
+            "signal.pthread_kill",
+            "os.unshare",
+        }
+    )
+    path_events = frozenset(
+        {
+            "os.remove",
+            "os.rename",
+            "os.rmdir",
+            "os.mkdir",
+            "os.symlink",
+            "os.link",
+            "os.chmod",
+            "os.chown",
+            "os.truncate",
+            "os.utime",
+            "os.chflags",
+            "os.lchflags",
+            "os.mkfifo",
+            "os.mknod",
+            "shutil.rmtree",
+            "shutil.move",
+            "shutil.copyfile",
+            "shutil.copytree",
+            "os.setxattr",
+            "os.removexattr",
+        }
+    )
+
+    def inside(p: object) -> bool:
+        if isinstance(p, bytes):
+            p = p.decode("utf-8", "surrogateescape")
+        if not isinstance(p, str):
+            return True  # file descriptors: already opened, inside the limits
+        full = realpath(join(getcwd(), p))
+        return full.startswith(prefix) or full == prefix[:-1]
+
+    def hook(event: str, args: tuple[object, ...]) -> None:
+        if event == "open":
+            path, mode, flags = ((*args, None, None, None))[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int)
+                and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+            )
+            if isinstance(path, str | bytes):
+                sp = path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else path
+                if realpath(join(getcwd(), sp)).startswith(("/proc", "/sys/kernel")):
+                    raise PermissionError(f"sandbox: reading {sp!r} is not allowed")
+                if writing and not inside(path):
+                    raise PermissionError(
+                        f"sandbox: writing {sp!r} outside the sandbox directory is not allowed"
+                    )
+            return
+        if event == "sys._getframe":
+            raise ValueError("sandbox: frame access is not allowed")
+        if event in blocked or event.startswith("ctypes."):
+            raise PermissionError(f"sandbox: {event} is not allowed")
+        if event in path_events and not all(inside(a) for a in args if isinstance(a, str | bytes)):
+            raise PermissionError(f"sandbox: {event} outside the sandbox directory is not allowed")
+
+    sys.addaudithook(hook)
+
+
+
 def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> None:
     encode, decode = tagged_encode, tagged_decode  # noqa: F821 - defined by the codec appended before this file
     write, exit_now = _write, os._exit
@@ -115,6 +221,7 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
     signal.signal(signal.SIGPROF, _on_prof)
     ns: dict[str, object] = {"__name__": "__candidate__", "__builtins__": builtins}
     status: list[object]
+    _install_audit_hook(os.getcwd())
     try:
         _arm(cpu)
         try:

@@ -201,13 +201,24 @@ def _code_test_verdict(
     return TestVerdict(name, False, "crash", f"no result ({status})")
 
 
+# Phrases the harness itself writes about what a candidate attempted (the audit tripwire's refusals, an exit, a
+# return value that is not data): evidence for the reward-hacking checks, never a test's expected value.
+_EVIDENCE = re.compile(
+    r"sandbox: [^\n]{0,160}? is not allowed|\b(?:SystemExit|KeyboardInterrupt)\b"
+    r"|a value of type \w+ cannot be returned \(only built-in data types\)"
+)
+
+
 def _redact(verdict: TestVerdict) -> TestVerdict:
-    """A hidden test's verdict as results and receipts may show it: the reason, and digests in place of what the
-    candidate returned and of the detail (which can hold an expected value, a check's message, or what a candidate
-    read and printed into an exception). Public tests are shown whole."""
+    """A hidden test's verdict as results and receipts may show it: the reason, digests in place of what the
+    candidate returned and of the detail (which can hold an expected value or a check's message), and the
+    harness's own words about what the candidate attempted, if any. Public tests are shown whole."""
     if not verdict.name.startswith("hidden/"):
         return verdict
     detail = f"{verdict.reason} (hidden test: detail withheld, {digest(verdict.detail)})" if verdict.detail else ""
+    evidence = _EVIDENCE.search(verdict.detail) if verdict.reason != "wrong_answer" else None
+    if evidence is not None:
+        detail += f"; {evidence.group(0)}"
     actual = None if verdict.actual is None else digest(verdict.actual)
     return attrs.evolve(verdict, detail=detail, actual=actual)
 

@@ -6,7 +6,7 @@ private writable ``/job``, and the seccomp deny list. :class:`Zygote` turns the 
 
 - the zygote starts inside **bubblewrap** (Debian's ``bubblewrap``): a root that holds only the policy's paths,
   read-only, and fresh network (no route out), IPC, UTS and pid namespaces, ending with the host process
-  (``--die-with-parent``). bubblewrap was chosen over nsjail because it is a small, widely audited setuid-free
+  (the zygote ends at end of file on its control socket). bubblewrap was chosen over nsjail because it is a small, widely audited setuid-free
   tool packaged by Debian (``apt-get install bubblewrap``) whose command line *is* the mount policy, and over
   hand-made ``unshare`` + ``pivot_root`` because building a root correctly has many sharp edges it already
   handles (mount propagation, ``/dev``, ``/proc`` masking);
@@ -258,7 +258,11 @@ class Zygote:
                 args += ["--cap-add", cap]
         else:
             args += ["--unshare-all", "--uid", "0", "--gid", "0"]
-        args += ["--die-with-parent", "--new-session"]
+        # No --die-with-parent: it ties the jail to the *thread* that started it (PR_SET_PDEATHSIG), and zygotes
+        # are started from short-lived threads. The zygote ends itself at end of file on its control socket,
+        # which every way this process can end (exit, crash, SIGKILL) delivers; bubblewrap's pid 1 then ends,
+        # and the kernel takes every job in the jail's pid namespace with it.
+        args += ["--new-session"]
         for d in _system_lib_dirs():
             real = os.path.realpath(d)
             if real != d:

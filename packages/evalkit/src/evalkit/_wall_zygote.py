@@ -232,15 +232,38 @@ def _child_setup(req: dict[str, object], fds: list[int], settings: dict[str, obj
     os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir})
 
 
+class _HostGone(Exception):  # noqa: N818
+    pass
+
+
 def _send(ctl: socket.socket, msg: dict[str, object], fds: list[int] | None = None) -> None:
     data = json.dumps(msg).encode()
-    if fds:
-        socket.send_fds(ctl, [data], fds)
-    else:
-        ctl.send(data)
+    try:
+        if fds:
+            socket.send_fds(ctl, [data], fds)
+        else:
+            ctl.send(data)
+    except OSError as exc:  # the host closed its end or ended: so does the zygote, with its jobs
+        raise _HostGone from exc
+
+
+_JOBS: dict[int, object] = {}  # pid -> job id, of every job not yet reaped
 
 
 def _zygote_main() -> None:
+    try:
+        _serve()
+    except _HostGone:
+        pass
+    finally:  # however the zygote ends, no job outlives it
+        for pid in _JOBS:
+            try:  # noqa: SIM105
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _serve() -> None:
     settings = json.loads(sys.argv[1])
     payloads = globals()["PAYLOADS"]  # name -> function(settings, args); defined by the appended payload sources
     ctl = socket.socket(fileno=int(settings["ctl_fd"]))
@@ -256,7 +279,7 @@ def _zygote_main() -> None:
     gc.collect()
     gc.freeze()  # children then write to (and so copy) few of the zygote's pages
     flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if settings["namespaces"] else 0
-    jobs: dict[int, object] = {}
+    jobs = _JOBS
     _send(ctl, {"op": "ready", "denied": seccomp.denied if seccomp else None, "unknown": seccomp.unknown if seccomp else None})
     while True:
         ready, _, _ = select.select([ctl, wake_r], [], [])
@@ -282,11 +305,6 @@ def _zygote_main() -> None:
         except OSError:
             data, fds = b"", []
         if not data:
-            for pid in jobs:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
             return
         req = json.loads(data)
         payload = payloads[req["payload"]]
