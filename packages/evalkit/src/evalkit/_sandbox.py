@@ -26,6 +26,7 @@ import math
 import os
 import queue
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -306,6 +307,9 @@ class _Worker:
         self.slot = slot
         self.zygote = Zygote(WallPolicy(), _payload_source(), label=f"sandbox-{slot}")
         self.checked = False
+        self._checker: Spawned | None = None
+        self._checker_sock: socket.socket | None = None
+        self._checker_exit: int | None = None
 
     def _uid(self) -> int:
         return self._box.next_uid()
@@ -314,6 +318,7 @@ class _Worker:
         """Start the zygote and prove it with a canary job; drop a layer the machine cannot give (recorded)."""
         if self.zygote.running and self.checked:
             return
+        self._checker = self._checker_sock = None
         self.zygote.start()
         if self._canary():
             self.checked = True
@@ -514,16 +519,7 @@ class _Worker:
                     "candidate", [out_w, cin_r, cout_w], uid=self._uid(), limits=limits.rlimits(), disk_bytes=limits.disk_bytes
                 )
             )
-            spawned.append(
-                self.zygote.spawn(
-                    "checker",
-                    [out_w, kin_r, kout_w, cin_w, cout_r],
-                    uid=self._uid(),
-                    limits=limits.rlimits(),
-                    disk_bytes=0,
-                    namespaces=False,
-                )
-            )
+            self._send_check([kin_r, kout_w, cin_w, cout_r])
             for fd in (out_w, cin_r, cout_w, kin_r, kout_w, cin_w, cout_r):
                 ex.close(fd)
             body = {
@@ -545,13 +541,15 @@ class _Worker:
                     _monotonic() + limits.wall, lambda: len(verdict.messages) >= 2 or verdict.eof or verdict.overflow
                 )
             final = verdict.messages[1] if len(verdict.messages) >= 2 else None
+            if final is None:  # the check did not finish (or its server died): the server is replaced
+                self._drop_checker()
             for s in spawned:
                 self.zygote.confirm(s)  # a job the wall could not start is the wall's failure, not a verdict
                 self.zygote.kill(s)
             need_status = outcome is None or outcome[0] != "ok" or final is None or final.startswith(b'["candidate_gone"')
-            exits: list[int | None] = [None, None]
+            exits: list[int | None] = [None, self._checker_exit]
             if need_status:
-                exits = [self.zygote.exit_status(s) for s in spawned]
+                exits[0] = self.zygote.exit_status(spawned[0])
             else:
                 for s in spawned:
                     self.zygote.release(s)
@@ -573,7 +571,42 @@ class _Worker:
                 self.zygote.release(s)
             ex.close_all()
 
+    # ------------------------------------------------------------------------------------------- the checker
+
+    def _send_check(self, fds: list[int]) -> None:
+        """Hand one check's pipe ends to this worker's checker server (started on first use)."""
+        if self._checker is None:
+            host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                limits = {k: v for k, v in self._box.limits.rlimits().items() if k != "cpu"}  # it outlives checks
+                self._checker = self.zygote.spawn(
+                    "checker_server", [null, child.fileno()], uid=self._box.next_uid(), limits=limits,
+                    disk_bytes=0, namespaces=False,
+                )
+            finally:
+                os.close(null)
+                child.close()
+            self._checker_sock = host
+            self._checker_exit = None
+        assert self._checker_sock is not None
+        try:
+            socket.send_fds(self._checker_sock, [b"c"], fds)
+        except OSError as exc:
+            self._drop_checker()
+            raise WallError(f"the checker is gone: {exc}") from exc
+
+    def _drop_checker(self) -> None:
+        checker, sock = self._checker, self._checker_sock
+        self._checker = self._checker_sock = None
+        if sock is not None:
+            sock.close()
+        if checker is not None:
+            self.zygote.kill(checker)
+            self._checker_exit = self.zygote.exit_status(checker)
+
     def close(self) -> None:
+        self._drop_checker()
         self.zygote.stop()
 
 

@@ -293,23 +293,24 @@ def _exception_for(name: str, message: str) -> BaseException:
     return CandidateError(f"{name}: {message}")
 
 
-def _checker_main(_settings: dict[str, object], _args: dict[str, object]) -> None:
+def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int) -> None:
+    """One check: the job from ``job_fd``, the verdict to ``host_fd``, the candidate on the other two."""
     encode, decode = tagged_encode, tagged_decode  # noqa: F821 - defined by the codec appended before this file
-    job = decode(_LineReader(3, _MAX_JOB).line() or b"null", max_bytes=_MAX_JOB)
-    replies = _LineReader(6, _MAX_MESSAGE)
+    job = decode(_LineReader(job_fd, _MAX_JOB).line() or b"null", max_bytes=_MAX_JOB)
+    replies = _LineReader(from_candidate, _MAX_MESSAGE)
     body = {"source": job["source"], "entry_point": job["entry_point"], "cpu_seconds": job["cpu_seconds"]}
     try:
-        _write(5, (encode(body) + "\n").encode())
+        _write(to_candidate, (encode(body) + "\n").encode())
         raw = replies.line()
     except (OSError, ValueError):
         raw = None
-    _write(4, (raw + b"\n") if raw is not None else b'["loaded","gone"]\n')  # the host judges the load status
+    _write(host_fd, (raw + b"\n") if raw is not None else b'["loaded","gone"]\n')  # the host judges the load status
     try:
         loaded = decode(raw)[1] == "ok"
     except Exception:  # noqa: BLE001
         loaded = False
     if not loaded:
-        os._exit(0)
+        return
     entry = job["entry_point"]
     del body, job["source"]
 
@@ -319,7 +320,7 @@ def _checker_main(_settings: dict[str, object], _args: dict[str, object]) -> Non
         except Exception as exc:  # noqa: BLE001 - the check passed something that is not data
             raise TypeError(f"the check passed an argument that cannot reach the candidate: {exc}") from None
         try:
-            _write(5, (line + "\n").encode())
+            _write(to_candidate, (line + "\n").encode())
             raw = replies.line()
         except (OSError, ValueError):
             raise CandidateGone from None
@@ -360,8 +361,39 @@ def _checker_main(_settings: dict[str, object], _args: dict[str, object]) -> Non
         verdict = ["unplain", _error_text(exc)[1]]
     except BaseException as exc:  # noqa: BLE001
         verdict = ["raised" if stage == "run" else "check_error", *_error_text(exc)]
-    _write(4, (encode(verdict) + "\n").encode())
+    _write(host_fd, (encode(verdict) + "\n").encode())
+
+
+def _checker_main(_settings: dict[str, object], _args: dict[str, object]) -> None:
+    _run_check(3, 4, 5, 6)
     os._exit(0)
+
+
+def _checker_server_main(_settings: dict[str, object], _args: dict[str, object]) -> None:
+    """A checker that stays: each check's four pipe ends arrive on the socket at fd 3. It runs trusted code only
+    (the task's check and context), each check in a namespace of its own; the host replaces it after any check
+    that did not finish in time, and it ends at end of file on its socket."""
+    import socket as _socket
+
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a host that gave up on a check closed its end: not fatal
+    sock = _socket.socket(fileno=3)
+    while True:
+        try:
+            data, fds, _, _ = _socket.recv_fds(sock, 16, 4)
+        except OSError:
+            os._exit(0)
+        if not data or len(fds) != 4:
+            os._exit(0)
+        try:
+            _run_check(*fds)
+        except OSError:
+            pass
+        finally:
+            for fd in fds:
+                try:  # noqa: SIM105
+                    os.close(fd)
+                except OSError:
+                    pass
 
 
 # Compiled and run once by the zygote before it freezes its heap: a child's first compile costs about twice as
@@ -422,4 +454,9 @@ def _warm() -> None:
     tagged_decode(tagged_encode([[1, 2.5, "x", (1,), {1: 2}], {}]))  # noqa: F821
 
 
-PAYLOADS = {"candidate": _candidate_main, "checker": _checker_main, "__warm__": (_warm,)}
+PAYLOADS = {
+    "candidate": _candidate_main,
+    "checker": _checker_main,
+    "checker_server": _checker_server_main,
+    "__warm__": (_warm,),
+}
