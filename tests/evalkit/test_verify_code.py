@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from evalkit._sandbox import SandboxJob
 from evalkit_core import digest
 
 from evalkit import (
@@ -139,3 +140,16 @@ def test_output_is_captured(sandbox, tasks):
 )
 def test_json_equal(actual, expected, tol, ok):
     assert json_equal(actual, expected, tol) is ok
+
+
+def test_each_call_test_sees_a_freshly_loaded_module(sandbox):
+    # a mutable default argument and a module global: state one test leaves must not reach the next
+    src = "calls = []\ndef f(x, seen=[]):\n    seen.append(x)\n    calls.append(x)\n    return [len(seen), len(calls)]\n"
+    tests = tuple({"args": [i], "kwargs": {}} for i in range(4))
+    run = sandbox.run(SandboxJob(src, "f", tests))
+    assert [t.value for t in run.tests] == [[1, 1]] * 4
+    # in any order, the same verdicts
+    assert [t.value for t in sandbox.run(SandboxJob(src, "f", tests[::-1])).tests] == [[1, 1]] * 4
+    # fresh=False keeps one module (the adversary's reference runs): the state is visible there
+    kept = sandbox.run(SandboxJob(src, "f", tests, fresh=False))
+    assert [t.value for t in kept.tests] == [[1, 1], [2, 2], [3, 3], [4, 4]]

@@ -137,9 +137,10 @@ class SandboxJob:
     ``{"check": src, "context": src}`` for an assert-style check (``context`` is task code the check may use,
     such as HumanEval's prompt helpers; it runs with the check, outside the candidate).
 
-    Expected values never enter the sandbox. ``fresh`` (the default) gives every test a freshly loaded module in
-    a process of its own; ``fresh=False`` lets one process answer consecutive call tests (the adversary's
-    reference runs, where only speed matters), and starts a fresh one after any failure.
+    Expected values never enter the sandbox. Consecutive call tests share one jailed process (a fresh one after
+    any crash or timeout); with ``fresh`` (the default) the candidate's module is loaded again before each test,
+    so no test sees globals, functions or default arguments another test left; ``fresh=False`` keeps one module
+    (the adversary's reference runs, where only speed matters). Each check runs with a process of its own.
     """
 
     source: str
@@ -356,14 +357,9 @@ class _Worker:
         i = 0
         while i < n:
             test = job.tests[i]
-            if "check" in test:
-                group = [i]
-            elif job.fresh:
-                group = [i]
-            else:
-                group = [i]
-                while group[-1] + 1 < n and "check" not in job.tests[group[-1] + 1]:
-                    group.append(group[-1] + 1)
+            group = [i]  # a check alone; consecutive call tests share a process (each on a fresh module)
+            while "check" not in test and group[-1] + 1 < n and "check" not in job.tests[group[-1] + 1]:
+                group.append(group[-1] + 1)
             try:
                 runs, status, detail, out, out_total = self._attempt(job, group)
             except WallError as exc:
@@ -464,7 +460,11 @@ class _Worker:
             if outcome is not None and outcome[0] == "ok":
                 for k in group:
                     test = job.tests[k]
-                    call = [list(cast("list[JSON]", test.get("args") or [])), dict(cast("dict[str, JSON]", test.get("kwargs") or {}))]
+                    call = [
+                        list(cast("list[JSON]", test.get("args") or [])),
+                        dict(cast("dict[str, JSON]", test.get("kwargs") or {})),
+                        job.fresh,
+                    ]
                     ex.write(in_w, (tagged_encode(call) + "\n").encode(), close=k == group[-1])
                     want = len(runs) + 2
                     answered = ex.pump(

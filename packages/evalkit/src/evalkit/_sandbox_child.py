@@ -222,10 +222,12 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
     ns: dict[str, object] = {"__name__": "__candidate__", "__builtins__": builtins}
     status: list[object]
     _install_audit_hook(os.getcwd())
+    code = None
     try:
         _arm(cpu)
         try:
-            exec(compile(source, "<candidate>", "exec"), ns)  # noqa: S102
+            code = compile(source, "<candidate>", "exec")
+            exec(code, ns)  # noqa: S102
         finally:
             _disarm()
         func = ns.get(entry)
@@ -238,14 +240,21 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
     if status[1] != "ok":
         exit_now(0)
     reader.cap = _MAX_MESSAGE
+    used = False
     while True:
         raw = reader.line()
         if raw is None:
             exit_now(0)
-        args, kwargs = decode(raw)
+        args, kwargs, reload = decode(raw)
         try:
             _arm(cpu)
             try:
+                if reload and used:
+                    # a freshly loaded module for this test: new globals, new functions, new default arguments
+                    ns = {"__name__": "__candidate__", "__builtins__": builtins}
+                    exec(code, ns)  # noqa: S102
+                    func = ns.get(entry)
+                used = True
                 result = func(*args, **kwargs)  # type: ignore[misc]
             finally:
                 _disarm()
@@ -316,7 +325,7 @@ def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int
 
     def candidate(*args: object, **kwargs: object) -> object:
         try:
-            line = encode([list(args), kwargs])
+            line = encode([list(args), kwargs, False])
         except Exception as exc:  # noqa: BLE001 - the check passed something that is not data
             raise TypeError(f"the check passed an argument that cannot reach the candidate: {exc}") from None
         try:
