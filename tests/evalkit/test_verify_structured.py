@@ -58,7 +58,8 @@ def test_each_failure_names_pointer_and_expectation(person, sandbox):
     assert said[3].startswith("/height_m: expected 1.65 ± 0.01")
     # ... but a hidden test's verdict shows only its reason and a digest of that text
     for i, text in enumerate(said):
-        assert failed[f"hidden/{i}"] == f"assertion (hidden test: detail withheld, {digest(text)})"
+        if text:
+            assert failed[f"hidden/{i}"] == f"assertion (hidden test: detail withheld, {digest(text)})"
     assert "1815-12-10" not in json.dumps(v.to_json())
 
 
