@@ -6,9 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from evalkit._sandbox import SandboxJob
-from evalkit_core import digest
-
 from evalkit import (
     CodeTask,
     Sandbox,
@@ -20,6 +17,8 @@ from evalkit import (
     load_tasks,
     reference_solution,
 )
+from evalkit._sandbox import SandboxJob
+from evalkit_core import digest
 
 BANK = Path(__file__).parent / "fixtures" / "tasks"
 LIMITS = SandboxLimits(cpu_seconds=1.0, wall_seconds=3.0)

@@ -399,8 +399,7 @@ class _Worker:
             try:
                 if "check" in job.tests[group[0]]:
                     return self._check(job, group[0])
-                runs, status, detail, out, total = self._calls(job, group)
-                return runs, status, detail, out, total
+                return self._calls(job, group)
             except WallError:
                 self.checked = False
                 self.zygote.stop()
@@ -555,7 +554,7 @@ class _Worker:
                     self.zygote.release(s)
             spawned.clear()
             _drain(out)
-            if outcome is None or outcome[0] == "crash" and first is not None and first.startswith(b'["loaded","gone"'):
+            if outcome is None or (outcome[0] == "crash" and first is not None and first.startswith(b'["loaded","gone"')):
                 outcome = self._load_outcome(None, timed_out=not loaded, exit_status=exits[0])
             if outcome[0] != "ok":
                 return [], outcome[0], outcome[1], bytes(out.buf), out.total

@@ -20,7 +20,6 @@ process (see :mod:`evalkit._wall_zygote`). Two payloads:
     exception type). The candidate never sees the check, its expected values or this process.
 """
 
-# ruff: noqa: PTH123, N818
 # pyright: basic
 
 from __future__ import annotations
@@ -41,7 +40,13 @@ import re  # noqa: F401
 import signal
 import string  # noqa: F401
 import sys
-import typing  # noqa: F401
+import typing
+
+if typing.TYPE_CHECKING:  # at run time the codec's source comes before this file's (see evalkit._wall)
+
+    def tagged_encode(value: object) -> str: ...
+
+    def tagged_decode(text: str | bytes, *, max_bytes: int = ...) -> typing.Any: ...
 
 _MAX_MESSAGE = 1 << 20
 _MAX_JOB = 4 << 20
@@ -79,12 +84,12 @@ def _error_text(exc: BaseException) -> tuple[str, str]:
     try:
         name = type(exc).__name__
         name = name if type(name) is str else "?"
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         name = "?"
     try:
         msg = str(exc)
         msg = msg[:_ERROR_CHARS] if type(msg) is str else ""
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         msg = "<unprintable>"
     return name, msg
 
@@ -208,7 +213,7 @@ def _install_audit_hook(workdir: str) -> None:
 
 
 def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> None:
-    encode, decode = tagged_encode, tagged_decode  # noqa: F821 - defined by the codec appended before this file
+    encode, decode = tagged_encode, tagged_decode
     write, exit_now = _write, os._exit
     reader = _LineReader(3, _MAX_JOB)
     raw = reader.line()
@@ -221,7 +226,7 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
     signal.signal(signal.SIGPROF, _on_prof)
     ns: dict[str, object] = {"__name__": "__candidate__", "__builtins__": builtins}
     status: list[object]
-    _install_audit_hook(os.getcwd())
+    _install_audit_hook(os.getcwd())  # noqa: PTH109 - the module keeps to os-level calls
     code = None
     try:
         _arm(cpu)
@@ -234,7 +239,7 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
         status = ["loaded", "ok"] if callable(func) else ["loaded", "missing", f"the candidate does not define a callable {entry!r}"]
     except _Timeout:
         status = ["loaded", "timeout"]
-    except BaseException as exc:  # noqa: BLE001 - everything a candidate raises while loading is its verdict
+    except BaseException as exc:
         status = ["loaded", "raised", *_error_text(exc)]
     write(4, (encode(status) + "\n").encode())
     if status[1] != "ok":
@@ -249,7 +254,7 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
         try:
             _arm(cpu)
             try:
-                if reload and used:
+                if reload and used and code is not None:
                     # a freshly loaded module for this test: new globals, new functions, new default arguments
                     ns = {"__name__": "__candidate__", "__builtins__": builtins}
                     exec(code, ns)  # noqa: S102
@@ -260,18 +265,18 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
                 _disarm()
             try:
                 reply = '["value",' + encode(result) + "]"
-            except BaseException as exc:  # noqa: BLE001 - a value that is not data
+            except BaseException as exc:
                 reply = encode(["unplain", _error_text(exc)[1]])
         except _Timeout:
             reply = '["timeout"]'
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             reply = encode(["raised", *_error_text(exc)])
         if len(reply) > _MAX_MESSAGE:
             reply = encode(["unplain", f"return value larger than {_MAX_MESSAGE} bytes"])
         for stream in (sys.stdout, sys.stderr):
             try:  # noqa: SIM105
                 stream.flush()
-            except BaseException:  # noqa: BLE001, S110
+            except BaseException:  # noqa: S110
                 pass
         write(4, (reply + "\n").encode())
 
@@ -297,14 +302,14 @@ def _exception_for(name: str, message: str) -> BaseException:
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
             return cls(message)
-        except BaseException:  # noqa: BLE001, S110
+        except BaseException:  # noqa: S110
             pass
     return CandidateError(f"{name}: {message}")
 
 
 def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int) -> None:
     """One check: the job from ``job_fd``, the verdict to ``host_fd``, the candidate on the other two."""
-    encode, decode = tagged_encode, tagged_decode  # noqa: F821 - defined by the codec appended before this file
+    encode, decode = tagged_encode, tagged_decode
     job = decode(_LineReader(job_fd, _MAX_JOB).line() or b"null", max_bytes=_MAX_JOB)
     replies = _LineReader(from_candidate, _MAX_MESSAGE)
     body = {"source": job["source"], "entry_point": job["entry_point"], "cpu_seconds": job["cpu_seconds"]}
@@ -315,8 +320,8 @@ def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int
         raw = None
     _write(host_fd, (raw + b"\n") if raw is not None else b'["loaded","gone"]\n')  # the host judges the load status
     try:
-        loaded = decode(raw)[1] == "ok"
-    except Exception:  # noqa: BLE001
+        loaded = raw is not None and decode(raw)[1] == "ok"
+    except Exception:
         loaded = False
     if not loaded:
         return
@@ -326,7 +331,7 @@ def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int
     def candidate(*args: object, **kwargs: object) -> object:
         try:
             line = encode([list(args), kwargs, False])
-        except Exception as exc:  # noqa: BLE001 - the check passed something that is not data
+        except Exception as exc:
             raise TypeError(f"the check passed an argument that cannot reach the candidate: {exc}") from None
         try:
             _write(to_candidate, (line + "\n").encode())
@@ -338,7 +343,7 @@ def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int
         try:
             reply = decode(raw)
             kind = reply[0]
-        except Exception:  # noqa: BLE001
+        except Exception:
             raise CandidateGone from None
         if kind == "value" and len(reply) == 2:
             return reply[1]
@@ -368,7 +373,7 @@ def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int
         verdict = ["candidate_timeout"]
     except CandidateReturnError as exc:
         verdict = ["unplain", _error_text(exc)[1]]
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         verdict = ["raised" if stage == "run" else "check_error", *_error_text(exc)]
     _write(host_fd, (encode(verdict) + "\n").encode())
 
@@ -460,7 +465,7 @@ check(_warm)
 def _warm() -> None:
     for _ in range(3):
         exec(compile(_WARM_UP, "<warm-up>", "exec"), {"__name__": "__warm_up__"})  # noqa: S102
-    tagged_decode(tagged_encode([[1, 2.5, "x", (1,), {1: 2}], {}]))  # noqa: F821
+    tagged_decode(tagged_encode([[1, 2.5, "x", (1,), {1: 2}], {}]))
 
 
 PAYLOADS = {

@@ -37,7 +37,7 @@ def tagged_encode(value: object) -> str:
     return json.dumps(_tag(value, 0), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-def _tag(v: object, depth: int) -> object:  # noqa: PLR0911
+def _tag(v: object, depth: int) -> object:
     if depth > MAX_DEPTH:
         raise TaggedError("value nested too deeply")
     t = type(v)
@@ -92,7 +92,7 @@ def _max_depth_exceeded(text: str, limit: int) -> bool:
     return False
 
 
-def _untag(obj: dict[str, object]) -> object:  # noqa: PLR0911
+def _untag(obj: dict[str, object]) -> object:
     if len(obj) != 1:
         raise TaggedError("an object that is not a tag")
     (key, val), = obj.items()
@@ -131,7 +131,7 @@ def tagged_decode(text: str | bytes, *, max_bytes: int = MAX_BYTES) -> object:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
         if _max_depth_exceeded(text, MAX_DEPTH):
-            raise TaggedError(f"value nested deeper than {MAX_DEPTH} levels")
+            raise TaggedError(f"value nested deeper than {MAX_DEPTH} levels")  # noqa: TRY301
         return json.loads(text, object_hook=_untag, parse_constant=_no_constant)
     except TaggedError:
         raise

@@ -327,8 +327,8 @@ class Zygote:
         if msg is None or msg[0].get("op") != "ready":
             self.stop()
             raise WallError(f"the wall's zygote did not start (see {self._log})")
-        self.denied = list(msg[0].get("denied") or [])
-        return list(msg[0].get("unknown") or [])
+        self.denied = [str(x) for x in cast("list[object]", msg[0].get("denied") or [])]
+        return [str(x) for x in cast("list[object]", msg[0].get("unknown") or [])]
 
     def stop(self) -> None:
         proc, ctl = self._proc, self._ctl

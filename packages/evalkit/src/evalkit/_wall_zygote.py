@@ -25,7 +25,6 @@ The zygote answers each spawn with a pidfd of the child (the host kills with it)
 status when it reaps it. End of file on the control socket ends the zygote and every job.
 """
 
-# ruff: noqa: PTH118, PTH123, N806
 # pyright: basic
 
 from __future__ import annotations
@@ -327,7 +326,7 @@ def _serve() -> None:
                 code = 0
                 payload(settings, req.get("args") or {})
             except BaseException as exc:  # setup failed: say why on stderr (the job's output pipe) and end
-                try:
+                try:  # noqa: SIM105 - no contextlib: the zygote imports only what it must
                     os.write(2, f"evalkit wall: job setup failed: {type(exc).__name__}: {exc}\n".encode())
                 except OSError:
                     pass
