@@ -171,8 +171,8 @@ wall_values = st.recursive(
 # Text a hostile process might write where a tagged value belongs: JSON-looking fragments, deep nesting, tags
 # with the wrong payload, numbers too long to parse, lone surrogates.
 _fragments = st.sampled_from(
-    ['[', ']', '{', '}', '"$t"', '"$d"', '"$b"', '"$f"', ':', ',', '"', '\\', 'NaN', 'Infinity', '1e999', '9' * 5000,
-     '{"$s":[[1]]}', '{"$d":[[[1],2]]}', '{"$b":"!!"}', '{"$x":1}', '\ud800', 'null', 'true', '"a"', '0']
+    ["[", "]", "{", "}", '"$t"', '"$d"', '"$b"', '"$f"', ":", ",", '"', "\\", "NaN", "Infinity", "1e999", "9" * 5000,
+     '{"$s":[[1]]}', '{"$d":[[[1],2]]}', '{"$b":"!!"}', '{"$x":1}', "\ud800", "null", "true", '"a"', "0"]
 )
 hostile_texts = st.one_of(
     st.text(max_size=200),
