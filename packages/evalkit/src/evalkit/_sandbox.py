@@ -306,11 +306,22 @@ class _Worker:
     def __init__(self, sandbox: Sandbox, slot: int) -> None:
         self._box = sandbox
         self.slot = slot
-        self.zygote = Zygote(WallPolicy(), _payload_source(), label=f"sandbox-{slot}")
+        self.zygote = self._zygote(namespaces="namespaces" not in sandbox.without)
         self.checked = False
         self._checker: Spawned | None = None
         self._checker_sock: socket.socket | None = None
         self._checker_exit: int | None = None
+
+    def _zygote(self, *, namespaces: bool) -> Zygote:
+        without = self._box.without
+        return Zygote(
+            WallPolicy(),
+            _payload_source(),
+            label=f"sandbox-{self.slot}",
+            bwrap="bwrap" not in without,
+            namespaces=namespaces,
+            seccomp="seccomp" not in without,
+        )
 
     def _uid(self) -> int:
         return self._box.next_uid()
@@ -325,7 +336,7 @@ class _Worker:
             self.checked = True
             return
         self.zygote.stop()
-        self.zygote = Zygote(WallPolicy(), _payload_source(), label=f"sandbox-{self.slot}", namespaces=False)
+        self.zygote = self._zygote(namespaces=False)
         self.zygote.start()
         if not self._canary():
             self.zygote.stop()
@@ -701,7 +712,14 @@ class Sandbox:
         *,
         workers: int | None = None,
         uid_base: int | None = None,
+        without: frozenset[str] = frozenset(),
     ) -> None:
+        """``without`` leaves layers of the wall out (``bwrap``, ``namespaces``, ``seccomp``): for tests of the
+        weaker paths, and for a machine where a layer misbehaves. :attr:`isolation` says what was left out."""
+        unknown = set(without) - {"bwrap", "namespaces", "seccomp"}
+        if unknown:
+            raise ValueError(f"unknown wall layers: {sorted(unknown)}")
+        self.without = frozenset(without)
         self.limits = limits or SandboxLimits()
         # one per CPU by default: measured on HumanEval (164 checks), 2 workers on 2 CPUs beat 4 and 6
         self.workers = max(1, min(8, workers or (os.cpu_count() or 1)))
@@ -763,31 +781,37 @@ class Sandbox:
         bwrap = z.uses_bwrap
         namespaces = z.namespaces
         seccomp = z.seccomp_library is not None
+        why_bwrap = "left out by the caller" if "bwrap" in self.without else "bubblewrap is not installed"
         user = (
             "own uid per job (no other running job shares it)"
             if root
             else "NOT separated: the harness's own uid (not root)"
         )
-        network = (
-            "network namespace without routes (bubblewrap)"
-            if bwrap
-            else "NOT isolated: the host's network (bubblewrap not installed)"
-        )
-        filesystem = (
-            f"read-only root of the interpreter and system libraries only; private /job tmpfs"
-            f" ({self.limits.disk_bytes} bytes) per job"
-            if bwrap and namespaces
-            else "NOT isolated: the host's filesystem is visible (bubblewrap not installed or namespaces unavailable)"
-        )
+        network = "network namespace without routes (bubblewrap)" if bwrap else f"NOT isolated: {why_bwrap}"
+        if bwrap and namespaces:
+            filesystem = (
+                "read-only root of the interpreter and system libraries only; private /job tmpfs"
+                f" ({self.limits.disk_bytes} bytes) per job"
+            )
+        elif bwrap:
+            why_ns = "left out by the caller" if "namespaces" in self.without else "the machine refused them"
+            filesystem = f"read-only root, but NOT a private /job per job (no mount namespace: {why_ns})"
+        elif namespaces:
+            filesystem = f"NOT isolated: the host's filesystem is visible ({why_bwrap}); private tmpfs per job"
+        else:
+            filesystem = f"NOT isolated: the host's filesystem is visible ({why_bwrap}, no mount namespace)"
         processes = (
             "own pid, mount and IPC namespaces and /proc per job; every process ends with the job"
             if namespaces
-            else "NOT isolated: no pid namespace per job"
+            else "NOT isolated: no pid namespace per job ("
+            + ("left out by the caller" if "namespaces" in self.without else "the machine refused them")
+            + ")"
         )
         seccomp_text = (
             f"libseccomp filter: {len(z.denied)} syscalls refused, kill of other process groups refused"
             if seccomp
-            else "NOT in effect: libseccomp not found"
+            else "NOT in effect: "
+            + ("left out by the caller" if "seccomp" in self.without else "libseccomp not found")
         )
         full = root and bwrap and namespaces and seccomp
         return Isolation(

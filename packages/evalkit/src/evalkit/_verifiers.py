@@ -94,6 +94,9 @@ class Verdict:
     hidden: tuple[TestVerdict, ...]
     output: str = ""
     infra_error: str | None = None
+    # the wall this verdict was made behind: "full", or which layers were missing ("weaker: ..."); a structured
+    # verdict runs no code
+    isolation: str = "none needed"
 
     @property
     def public_passed(self) -> int:
@@ -127,6 +130,7 @@ class Verdict:
                 "tests": [t.to_json() for t in self.hidden],
             },
             "infra_error": self.infra_error,
+            "isolation": self.isolation,
         }
 
 
@@ -449,10 +453,13 @@ def grade_many(
             continue
         jobs.append(_job(task, source))
         job_index.append(i)
+    if jobs:
+        iso = sandbox.isolation
+        isolation = "full" if iso.full else "weaker: " + "; ".join(iso.weaker)
     for i, run in zip(job_index, sandbox.run_many(jobs, on_done=tick), strict=True):
         task = items[i][0]
         assert isinstance(task, CodeTask)
-        out[i] = _code_verdict(task, settings, run)
+        out[i] = attrs.evolve(_code_verdict(task, settings, run), isolation=isolation)
     return [v for v in out if v is not None]
 
 

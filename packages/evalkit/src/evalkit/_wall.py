@@ -294,11 +294,12 @@ class Zygote:
         """Start the zygote; returns the syscall names of the policy the kernel does not know (skipped)."""
         self.stop()
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        if not self._use_bwrap and not self._namespaces:
+        if not self._use_bwrap:  # no jail root: job directories are made on the host (a tmpfs over each, when it can)
             self._workdir = Path(tempfile.mkdtemp(prefix="evalkit-wall-"))
             self._workdir.chmod(0o711)
         settings: dict[str, object] = {
             "namespaces": self._namespaces,
+            "jail_root": self._use_bwrap,
             "seccomp_library": self._seccomp,
             "seccomp": {"deny": list(self.policy.deny)},
         }
@@ -353,6 +354,9 @@ class Zygote:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+        with contextlib.suppress(OSError):  # the zygote's log is kept only when it says something
+            if self._log.stat().st_size == 0:
+                self._log.unlink()
 
     # ----------------------------------------------------------------------------------------- jobs
 

@@ -58,7 +58,7 @@ _NS_FLAGS = (
     | _CLONE_NEWTIME
 )
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REMOUNT, _MS_BIND = 32, 4096
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS, _PR_SET_DUMPABLE = 38, 4
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}
 
@@ -193,12 +193,16 @@ def _child_setup(req: dict[str, object], fds: list[int], settings: dict[str, obj
     namespaces = bool(settings["namespaces"]) and bool(req.get("namespaces", True))
     uid = req.get("uid")
     if namespaces:
+        workdir = "/job" if settings.get("jail_root") else str(req["workdir"])
+        if not settings.get("jail_root"):
+            # no bubblewrap root: this mount namespace is a copy of the host's, so first stop every mount made
+            # here from propagating back to the host
+            _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
         _mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
         owner = f",uid={uid},gid={uid}" if isinstance(uid, int) else ""
         size = int(req.get("disk_bytes") or 16 << 20)  # type: ignore[arg-type]
         data = f"size={size},nr_inodes=4096,mode=0700{owner}".encode()
-        _mount(b"evalkit-job", b"/job", b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, data)
-        workdir = "/job"
+        _mount(b"evalkit-job", workdir.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, data)
     else:
         workdir = str(req.get("workdir") or "/")
     # fds: 0 = /dev/null, 1 and 2 = the output pipe, 3.. = the job's protocol pipes, in the order sent
