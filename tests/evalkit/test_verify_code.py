@@ -152,3 +152,13 @@ def test_each_call_test_sees_a_freshly_loaded_module(sandbox):
     # fresh=False keeps one module (the adversary's reference runs): the state is visible there
     kept = sandbox.run(SandboxJob(src, "f", tests, fresh=False))
     assert [t.value for t in kept.tests] == [[1, 1], [2, 2], [3, 3], [4, 4]]
+
+
+def test_a_candidates_stopiteration_cannot_end_a_checks_loop_early(sandbox):
+    # raised through map(), a real StopIteration would end the check's loop and skip every assert in it
+    src = "def f(x):\n    raise StopIteration\n"
+    check = "def check(candidate):\n    for r in map(candidate, [1, 2, 3]):\n        assert r == 0\n"
+    run = sandbox.run(SandboxJob(src, "f", ({"check": check},)))
+    assert run.tests[0].status == "raised"
+    assert run.tests[0].error_type == "CandidateError"
+    assert "StopIteration" in run.tests[0].error

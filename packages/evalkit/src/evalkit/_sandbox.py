@@ -591,7 +591,7 @@ class _Worker:
             try:
                 limits = {k: v for k, v in self._box.limits.rlimits().items() if k != "cpu"}  # it outlives checks
                 self._checker = self.zygote.spawn(
-                    "checker_server", [null, child.fileno()], uid=self._box.next_uid(), limits=limits,
+                    "checker_server", [null, child.fileno()], uid=self._box.checker_uid(self.slot), limits=limits,
                     disk_bytes=0, namespaces=False,
                 )
             finally:
@@ -735,10 +735,15 @@ class Sandbox:
         self._starters: list[threading.Thread] = []
 
     def next_uid(self) -> int:
+        """A job's uid: the block's first 8 belong to the workers' checker servers, which outlive jobs; the other
+        1016 go round, and a uid comes back only after 1015 later jobs, long after its job's namespace is gone."""
         with self._uid_lock:
-            uid = self._uid_base + self._uid_next % 1024
+            uid = self._uid_base + 8 + self._uid_next % 1016
             self._uid_next += 1
             return uid
+
+    def checker_uid(self, slot: int) -> int:
+        return self._uid_base + slot
 
     def note_degraded(self, layer: str) -> None:
         self._degraded.add(layer)

@@ -297,8 +297,13 @@ class CandidateError(Exception):
     """The candidate raised an exception that is not a built-in type; its name and message are kept."""
 
 
+# Exceptions that change a check's control flow instead of failing it (a StopIteration raised through ``map`` ends
+# a loop early and skips the asserts after it): never re-raised as themselves.
+_FLOW = ("StopIteration", "StopAsyncIteration")
+
+
 def _exception_for(name: str, message: str) -> BaseException:
-    cls = getattr(builtins, name, None) if name.isidentifier() else None
+    cls = getattr(builtins, name, None) if name.isidentifier() and name not in _FLOW else None
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
             return cls(message)
