@@ -22,12 +22,11 @@ from evalkit_router._config import (
     load_campaign,
     select_tasks,
 )
+from evalkit_router._integrity import CampaignIntegrityError, check_rollout_costs
 from evalkit_router._report import (
-    CampaignIntegrityError,
     CampaignReport,
     ReceiptCheck,
     campaign_report,
-    check_rollout_costs,
     default_out_dir,
     digest_of_rows,
     pass_at_k,

@@ -93,6 +93,7 @@ from evalkit_router._config import (
     load_campaign,
     select_tasks,
 )
+from evalkit_router._integrity import check_rollout_costs
 
 __all__ = [
     "CampaignStatus",
@@ -533,8 +534,11 @@ async def run_campaign_async(
     client: ModelClient,
     sandbox: Sandbox,
     progress: ProgressFn | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> RunOutcome:
-    """Run (or resume) ``config`` with an open store, model client and sandbox. See the module docstring."""
+    """Run (or resume) ``config`` with an open store, model client and sandbox. See the module docstring.
+    ``announce`` is told, once the run is sure to go ahead and before any request, which key goes to which
+    host (one line each)."""
     registry = client.registry
     for m in config.models:
         registry.get(m)  # RegistryError (a ConfigError) names the unknown model and the known ones
@@ -542,7 +546,7 @@ async def run_campaign_async(
     _acquire_lease(store, config.name)
     try:
         return await _run_leased(
-            config, tasks, store=store, client=client, sandbox=sandbox, progress=progress
+            config, tasks, store=store, client=client, sandbox=sandbox, progress=progress, announce=announce
         )
     finally:
         _release_lease(store, config.name)
@@ -556,6 +560,7 @@ async def _run_leased(
     client: ModelClient,
     sandbox: Sandbox,
     progress: ProgressFn | None,
+    announce: Callable[[str], None] | None,
 ) -> RunOutcome:
     registry = client.registry
     registry_models = cast("Mapping[str, JSON]", registry.content.get("models", {}))
@@ -563,6 +568,10 @@ async def _run_leased(
     notes = _open_campaign(store, config, ident, registry)
     was_done = "was done" in notes
     notes = [n for n in notes if n != "was done"]
+    check_rollout_costs(store, config.name)  # never build on (or certify) a damaged record
+    if announce is not None:
+        for line in key_routes(registry, config.models):
+            announce(f"key {line}")
     plan = plan_rollouts(config.name, config.models, tasks, config.k)
     stored = _stored_rollouts(store, config.name)
     adversarial = {t.id: adversarial_set(store, t) for t in tasks}
@@ -736,11 +745,6 @@ def run_campaign(
             raise CampaignError("--new-name: expected a non-empty name")
         config = config.renamed(new_name.strip())
     registry = load_registry(config.registry)
-    for m in config.models:
-        registry.get(m)
-    if announce is not None:
-        for line in key_routes(registry, config.models):
-            announce(f"key {line}")
     deadlines = config.timeouts if timeouts is None else timeouts.over(config.timeouts)
 
     async def main(store: Store) -> RunOutcome:
@@ -752,7 +756,7 @@ def run_campaign(
             )
             with Sandbox(limits, workers=workers or os.cpu_count() or 1) as sandbox:
                 return await run_campaign_async(
-                    config, store=store, client=client, sandbox=sandbox, progress=progress
+                    config, store=store, client=client, sandbox=sandbox, progress=progress, announce=announce
                 )
 
     with Store.open(home) as store:

@@ -61,7 +61,8 @@ __all__ = [
     "unknown_outcomes",
 ]
 
-Liveness = Callable[[Process, str], bool]
+Liveness = Callable[[str, Process, str], bool]
+"""``alive(owner_id, process, heartbeat_at)``: whether an owner still runs (tests pass their own)."""
 
 
 @attrs.frozen
@@ -262,7 +263,7 @@ def set_budget_cap(store: Store, cap: Decimal | None) -> BudgetStatus:
 # ------------------------------------------------------------------------------------------ dead owners
 
 
-def _default_alive(owner: Process, heartbeat_at: str) -> bool:
+def _default_alive(_owner_id: str, owner: Process, heartbeat_at: str) -> bool:
     return is_alive(owner, heartbeat_at)
 
 
@@ -271,7 +272,7 @@ def _dead_owners(db: sqlite3.Connection, alive: Liveness) -> set[str]:
     return {
         str(oid)
         for oid, host, boot, pid, ticks, beat in rows
-        if not alive(Process(str(host), str(boot), int(pid), int(ticks)), str(beat))
+        if not alive(str(oid), Process(str(host), str(boot), int(pid), int(ticks)), str(beat))
     }
 
 
@@ -293,13 +294,15 @@ def reconcile(store: Store, *, alive: Liveness = _default_alive) -> list[Unknown
     out: list[UnknownOutcome] = []
     with store.transaction() as db:
         dead = _dead_owners(db, alive)
+        known = {str(o) for (o,) in db.execute("SELECT owner_id FROM owners")}
         rows = db.execute(
             "SELECT reservation_id, call_id, model_id, amount, created_at, pid, owner_id, attempt"
             " FROM budget_reservations ORDER BY created_at, reservation_id"
         ).fetchall()
         for rid, call_id, model_id, amount_text, created, pid, owner_id, attempt in rows:
-            # a reservation written before owners existed (schema 1) has only its pid to go by
-            gone = owner_id in dead if owner_id is not None else _pid_gone(int(pid))
+            # a reservation written before owners existed (schema 1), or whose owner row was lost with a
+            # rolled-back transaction, has only its pid to go by
+            gone = owner_id in dead if owner_id in known else _pid_gone(int(pid))
             if not gone:
                 continue
             amount = Decimal(amount_text)

@@ -573,6 +573,8 @@ class ModelClient:
     ) -> Completion:
         reply, echoed = _scrub(reply, key)
         cost, usage, anomaly = self._usage_verdict(call, reply)
+        if anomaly is not None:  # a usage field may have held the key
+            anomaly = _cut(anomaly, key, 1000)
         if echoed:
             note = "the reply echoed the API key (redacted from it)"
             anomaly = note if anomaly is None else f"{anomaly}; {note}"
@@ -763,6 +765,30 @@ def _endpoint(entry: ModelEntry) -> str:
     return _anthropic.endpoint(entry) if entry.provider == "anthropic" else _openai.endpoint(entry)
 
 
+def _redact_json(value: Any, key: str) -> Any:
+    if isinstance(value, str):
+        return redact(value, key)
+    if isinstance(value, Mapping):
+        return {
+            redact(str(k), key): _redact_json(v, key) for k, v in cast("Mapping[str, Any]", value).items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redact_json(v, key) for v in cast("Sequence[Any]", value)]
+    return value
+
+
+def _scrub_call(tc: ToolCall, key: str) -> ToolCall:
+    raw = redact(tc.raw_arguments, key)
+    if tc.arguments is not None:
+        clean = _redact_json(tc.arguments, key)
+        if clean != tc.arguments:  # the key may sit behind JSON escapes in the raw text: rebuild it
+            raw = json.dumps(clean, ensure_ascii=False, sort_keys=True)
+    name, tid = redact(tc.name, key), redact(tc.id, key)
+    if (raw, name, tid) == (tc.raw_arguments, tc.name, tc.id):
+        return tc
+    return ToolCall.parse(tid, name, raw)
+
+
 def _scrub(reply: Reply, key: str | None) -> tuple[Reply, bool]:
     """The reply with the key (and its long prefixes) redacted from every text it carries, and whether it
     held any."""
@@ -771,13 +797,7 @@ def _scrub(reply: Reply, key: str | None) -> tuple[Reply, bool]:
     text = redact(reply.text, key)
     model = redact(reply.reported_model, key)
     stop = None if reply.stop_reason is None else redact(reply.stop_reason, key)
-    calls: list[ToolCall] = []
-    for tc in reply.tool_calls:
-        raw = redact(tc.raw_arguments, key)
-        name, tid = redact(tc.name, key), redact(tc.id, key)
-        calls.append(
-            tc if (raw, name, tid) == (tc.raw_arguments, tc.name, tc.id) else ToolCall.parse(tid, name, raw)
-        )
+    calls = [_scrub_call(tc, key) for tc in reply.tool_calls]
     changed = (
         text != reply.text
         or model != reply.reported_model

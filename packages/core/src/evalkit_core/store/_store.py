@@ -49,13 +49,24 @@ class StoreError(EvalkitError):
     store, or was written by a newer evalkit. The message names the file and the cause."""
 
 
-# Errors that are the file's fault, not the code's: IntegrityError, ProgrammingError, InterfaceError and
-# DataError are bugs (or a constraint doing its job) and keep their own type.
-_FILE_ERRORS = (sqlite3.OperationalError, sqlite3.InternalError, sqlite3.NotSupportedError)
+# Errors that are the file's fault, not the code's (SQLite's primary result codes). Everything else (a SQL
+# error such as "no such table", a constraint, a closed connection) is a bug or a constraint doing its job and
+# keeps its own type.
+_FILE_CODES = (
+    "SQLITE_READONLY", "SQLITE_FULL", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_BUSY",
+    "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_NOLFS", "SQLITE_PROTOCOL",
+)  # fmt: skip
 
 
 def _is_file_error(exc: BaseException) -> bool:
-    return isinstance(exc, _FILE_ERRORS) or type(exc) is sqlite3.DatabaseError
+    name = getattr(exc, "sqlite_errorname", None)
+    if isinstance(name, str):
+        return name.startswith(_FILE_CODES)
+    # no code (an older sqlite3 module): judge by the message
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.DatabaseError) and any(
+        w in text for w in ("readonly", "disk", "malformed", "not a database", "locked", "unable to open")
+    )
 
 
 def _cause(path: Path, exc: sqlite3.Error) -> str:
@@ -117,6 +128,7 @@ class Store:
         self._closed = False
         self._owner_id: str | None = None
         self._owner_pid = 0
+        self._me = this_process()
         self._heartbeat_stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         try:
@@ -239,15 +251,9 @@ class Store:
         with self._lock:
             if self._owner_id is not None and self._owner_pid == pid:
                 return self._owner_id
-            me = this_process()
+            self._me = this_process()
             owner_id = uuid.uuid4().hex
-            now = utc_now()
-            with self.transaction() as db:
-                db.execute(
-                    "INSERT INTO owners (owner_id, host, boot_id, pid, start_ticks, started_at, heartbeat_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (owner_id, me.host, me.boot_id, me.pid, me.start_ticks, now, now),
-                )
+            self._write_owner(owner_id, utc_now())
             self._owner_id, self._owner_pid = owner_id, pid
             self._heartbeat_stop.clear()
             self._heartbeat = threading.Thread(
@@ -256,11 +262,27 @@ class Store:
             self._heartbeat.start()
             return owner_id
 
+    def _write_owner(self, owner_id: str, now: str) -> None:
+        """Insert (or refresh) this store's owner row; inside the caller's transaction if one is open."""
+        me = self._me
+        sql = (
+            "INSERT INTO owners (owner_id, host, boot_id, pid, start_ticks, started_at, heartbeat_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+        )
+        args = (owner_id, me.host, me.boot_id, me.pid, me.start_ticks, now, now)
+        if self._db.in_transaction:
+            self._db.execute(sql, args)
+            return
+        with self.transaction() as db:
+            db.execute(sql, args)
+
     def _beat(self, owner_id: str) -> None:
         while not self._heartbeat_stop.wait(HEARTBEAT_SECONDS):
             try:
-                with self.transaction() as db:
-                    db.execute("UPDATE owners SET heartbeat_at = ? WHERE owner_id = ?", (utc_now(), owner_id))
+                with self._lock:
+                    if self._closed:
+                        return
+                    self._write_owner(owner_id, utc_now())
             except (StoreError, sqlite3.Error) as exc:  # the next beat tries again; the lease is generous
                 log.warning("store heartbeat failed: %s", exc)
 
