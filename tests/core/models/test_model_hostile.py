@@ -311,3 +311,106 @@ def test_a_key_with_a_line_break_is_never_sent(provider, tmp_path):
             )
         assert len(provider.log()) == before
         assert list_calls(store) == []
+
+
+# ------------------------------------------------------------------------------------------ every exit settles
+
+
+def test_deadlines_come_from_the_registry_entry(provider, tmp_path):
+    path = tmp_path / "r.toml"
+    path.write_text(
+        registry_toml(provider.base, ["trickle:0.05"], provider="openai")
+        + '\n[models."fake-openai/trickle:0.05".timeouts]\nattempt = 0.3\n'
+    )
+    reg = load_registry([path], env={})
+    assert reg.get("fake-openai/trickle:0.05").timeouts == Timeouts(connect=10.0, attempt=0.3, call=1800.0)
+    with Store.open(tmp_path / "home") as store:
+
+        async def go() -> None:
+            async with ModelClient(registry=reg, store=store, env={KEY_ENV: CANARY}, retry=FAST) as c:
+                await c.complete("fake-openai/trickle:0.05", Request.of("x"))
+
+        with pytest.raises(ModelError, match=r"attempt deadline of 0\.3s"):
+            asyncio.run(go())
+
+
+@pytest.mark.parametrize("how", ["cancel", "aclose", "bug"])
+def test_a_call_cut_short_by_cancellation_shutdown_or_a_bug_is_settled(provider, tmp_path, monkeypatch, how):
+    with Store.open(tmp_path / "home") as store:
+        if how == "bug":
+            import evalkit_core.models._client as client_module
+
+            def broken(*_a: object) -> Decimal:
+                raise OverflowError("a bug after the reply arrived")
+
+            monkeypatch.setattr(client_module, "cost_of", broken)
+
+        async def go() -> None:
+            c = client(provider, store, tmp_path)
+            task = asyncio.create_task(c.complete("fake-openai/slow:0.3", Request.of("wait")))
+            if how == "bug":
+                try:
+                    await task
+                finally:
+                    await c.aclose()
+                return
+            while provider.hits("slow:0.3") == before:  # noqa: ASYNC110 - polling the fake, not an event
+                await asyncio.sleep(0.01)
+            if how == "cancel":
+                task.cancel()
+            await c.aclose()  # cancels what is still in flight and settles it before closing
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        before = provider.hits("slow:0.3")
+        if how == "bug":
+            with pytest.raises(OverflowError):
+                asyncio.run(go())
+        else:
+            asyncio.run(go())
+        [record] = list_calls(store)
+        assert record.status == "error"
+        assert record.worst_case is not None
+        assert record.charged == record.worst_case  # it had been sent: charged in full, never leaked
+        assert ("cancelled" if how != "bug" else "internal error (OverflowError)") in (record.error or "")
+        _ledger_holds(store)
+
+
+def test_ctrl_c_settles_calls_in_flight_before_the_cli_exits(provider, tmp_path):
+    """SIGINT during a campaign: exit 130, and the process itself settled every reservation it held."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "router"))
+    from campaign_support import write_campaign  # pyright: ignore[reportImplicitRelativeImport]
+
+    home = tmp_path / "home"
+    path = write_campaign(
+        tmp_path / "c", models=("fake-openai/slow:5",), k=2,
+        registry=registry_toml(provider.base, ["slow:5"], provider="openai", key_env=KEY_ENV),
+    )  # fmt: skip
+    before = provider.hits("slow:5")
+    env = {**os.environ, "EVALKIT_HOME": str(home), KEY_ENV: CANARY}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalkit_cli", "campaign", "run", str(path)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while provider.hits("slow:5") - before < 4:
+        assert time.monotonic() < deadline, "the requests never arrived"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    import sqlite3
+
+    with sqlite3.connect(home / "evalkit.sqlite3") as db:  # read as is: no reconcile in between
+        (left,) = db.execute("SELECT count(*) FROM budget_reservations").fetchone()
+        statuses = [s for (s,) in db.execute("SELECT status FROM model_calls")]
+        spent, reserved = db.execute("SELECT spent, reserved FROM budget").fetchone()
+    assert left == 0
+    assert Decimal(reserved) == 0
+    assert statuses == ["error"] * 4  # settled as cancelled (charged in full), not left for a reconcile
+    assert Decimal(spent) > 0
