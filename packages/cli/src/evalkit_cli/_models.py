@@ -145,11 +145,16 @@ def _print_status(status: BudgetStatus, path: Path) -> None:
         )
 
 
+_SHOWN = 20  # unknown outcomes listed in text (all of them in --json)
+
+
 def _print_outcomes(title: str, outcomes: list[UnknownOutcome]) -> None:
     if not outcomes:
         return
     typer.echo(title)
-    for u in outcomes:
+    if len(outcomes) > _SHOWN:
+        typer.echo(f"  ... {len(outcomes) - _SHOWN} older ones (all of them with --json)")
+    for u in outcomes[-_SHOWN:]:
         how = f"settled from {u.invoiced}" if u.invoiced else "outcome unknown"
         typer.echo(
             f"  call {u.call_id}  {u.model_id}  ${u.charged}  {how}" + (f"  [{u.label}]" if u.label else "")
