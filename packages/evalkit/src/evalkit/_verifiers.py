@@ -453,6 +453,7 @@ def grade_many(
             continue
         jobs.append(_job(task, source))
         job_index.append(i)
+    isolation = ""
     if jobs:
         iso = sandbox.isolation
         isolation = "full" if iso.full else "weaker: " + "; ".join(iso.weaker)
