@@ -530,7 +530,11 @@ def _load_frames(root: Path, manifest: Mapping[str, Any], *, use_cache: bool) ->
         with contextlib.suppress(OSError, ValueError, pl.exceptions.PolarsError):
             stamp = json.loads(stamp_path.read_text())
             if stamp.get("root") == str(root) and stamp.get("signatures") == signatures:
-                return {name: pl.read_parquet(cdir / f"{name}.parquet") for name in rels}
+                cached = {name: pl.read_parquet(cdir / f"{name}.parquet") for name in rels}
+                # A cache is derived data: one whose columns are not the ones this version writes (an older
+                # version's, or edited) is not used; the release is re-read and the cache rewritten.
+                if all(frame.schema == _frame_schema(name) for name, frame in cached.items()):
+                    return cached
     for rel in rels.values():
         got = file_digest(root / rel)
         if got != manifest["files"][rel]:
@@ -546,6 +550,10 @@ def _load_frames(root: Path, manifest: Mapping[str, Any], *, use_cache: bool) ->
         with contextlib.suppress(OSError):
             _write_cache(cdir, frames, {"root": str(root), "signatures": signatures})
     return frames
+
+
+def _frame_schema(name: str) -> pl.Schema:
+    return pl.Schema(ANSWER_SCHEMA if name == "answer_key" else ROW_SCHEMA)
 
 
 def _check_keys(root: Path, frames: Mapping[str, pl.DataFrame], rels: Mapping[str, str]) -> None:
