@@ -142,9 +142,9 @@ def test_not_yet_knowable_read_is_exactly_the_key_and_envelope(views, oracle, sy
             assert ans["status"] == "not_yet_knowable"
             assert ans["row_key"] == future
             _check_envelope(ans, arm, clock, s_idx)
+    # A row that does not exist gets the same answer as one not yet knowable (no existence oracle).
     unknown = _toolbox(views[("main", "pit")], s_idx).pit_read("r" + "0" * 20)
-    assert unknown["status"] == "unknown_row_key"
-    assert "row" not in unknown
+    assert unknown == {"status": "not_yet_knowable", "row_key": "r" + "0" * 20, **{f: unknown[f] for f in ENVELOPE}}
 
 
 def test_visibility_is_a_growing_prefix(views, oracle, session_indices):
@@ -270,7 +270,7 @@ def test_bad_tool_arguments_answer_an_error_with_the_envelope(views, call, args)
     s_idx = nyse().index_of(dt.date(2023, 3, 1))
     log: list = []
     ans = _toolbox(views[("shifted", "dump")], s_idx, log).call(call, args)
-    assert ans["status"] in {"error", "unknown_row_key"}
+    assert ans["status"] in {"error", "not_yet_knowable"}
     assert "rows" not in ans
     assert "row" not in ans
     _check_envelope(ans, "shifted", "dump", s_idx)

@@ -6,7 +6,9 @@ A :class:`CellView` holds one arm's rows in the order the cell's clock makes the
 
 Every answer carries ``known_at`` (the bell the answer is as of), ``clock``, ``arm`` and ``session_date``; every
 row carries its own ``known_at`` and ``entry_session``. In the shifted arm every date and instant the agent sees
-is moved ten years forward. Reading a row that is not yet knowable returns ``not_yet_knowable`` and the key only.
+is moved ten years forward. Reading a row that is not yet knowable returns ``not_yet_knowable`` and the key only,
+and so does reading a row that does not exist: the two answers are identical, so neither reveals that a future
+filing exists. The tools never decide what is traded: the runner accepts or refuses picks from its own table.
 """
 
 from __future__ import annotations
@@ -241,9 +243,9 @@ class Toolbox:
     def pit_read(self, row_key: str) -> dict[str, Any]:
         args: dict[str, Any] = {"row_key": row_key}
         i = self._view.position.get(row_key) if isinstance(row_key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
-        if i is None:
-            return self._finish("pit_read", args, self._envelope(status="unknown_row_key", row_key=row_key))
-        if self._view.entry_index[i] > self._index:
+        if i is None or self._view.entry_index[i] > self._index:
+            # One answer for a row that does not exist and a row not yet knowable: telling them apart would
+            # tell the agent that a future filing exists.
             return self._finish("pit_read", args, self._envelope(status="not_yet_knowable", row_key=row_key))
         row = self._view.render(i)
         return self._finish("pit_read", args, self._envelope(status="ok", row=row), [row_key])
@@ -268,13 +270,6 @@ class Toolbox:
         if self._models is None:
             raise RuntimeError("no model gateway is attached to this toolbox")
         return self._models(model_id, request)
-
-    def is_knowable(self, row_key: str) -> str:
-        """'ok', 'unknown' or 'not_yet_knowable' for a pick (not recorded as a tool call)."""
-        i = self._view.position.get(row_key)
-        if i is None:
-            return "unknown"
-        return "ok" if self._view.entry_index[i] <= self._index else "not_yet_knowable"
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Dispatch a tool call by name (what tool-calling adapters use)."""
