@@ -36,7 +36,6 @@ from evalkit_core import (
     file_digest,
     make_receipt,
     nyse,
-    shift_date,
     with_entry,
     write_receipt,
 )
@@ -332,7 +331,7 @@ class _RunState:
         for arm in (a for a in ARMS if a in self.config.arms):
             for clock_name in self.config.clocks:
                 clock = Clock(clock_name)
-                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar)
+                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar, self.release.shift)
                 self.fallback_rows[str(clock)] = view.fallback_rows
                 try:
                     result = self._run_cell(view, progress, done, total)
@@ -353,7 +352,7 @@ class _RunState:
         rejected = {"unknown": 0, "not_yet_knowable": 0, "duplicate": 0}
         agent_calls = 0
         for n, (session, s_idx) in enumerate(zip(self.sessions, self.session_indices, strict=True)):
-            shown_date = (shift_date(session.date) if arm == "shifted" else session.date).isoformat()
+            shown_date = (self.release.shift.session_date(session.date) if arm == "shifted" else session.date).isoformat()
             self.where = {"arm": arm, "clock": clock, "session_date": shown_date}
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
@@ -474,12 +473,14 @@ class _RunState:
         items = choose_items(served, cfg.probe_items)
         clock = self.probe_clock
         # A view of the harness's own, not the one the shifted cell's agent held (and may have changed).
-        view = CellView("shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar)
+        view = CellView(
+            "shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar, self.release.shift
+        )
         last = self.session_indices[-1]
         scored: list[dict[str, Any]] = []
         for n, key in enumerate(items):
             row = view.render(view.position[key])
-            self.where = {"arm": "shifted", "clock": str(clock), "session_date": shift_date(self.sessions[-1].date).isoformat(), "probe_item": n}
+            self.where = {"arm": "shifted", "clock": str(clock), "session_date": self.release.shift.session_date(self.sessions[-1].date).isoformat(), "probe_item": n}
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
                 self.tool_calls += 1
