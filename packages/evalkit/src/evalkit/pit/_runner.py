@@ -399,7 +399,8 @@ class _RunState:
 
     def _serve_shifted(self, keys: Sequence[str]) -> None:
         for k in keys:
-            self.served_shifted.setdefault(k, None)
+            if k in self.answers:  # a toolbox the agent tampered with may report keys that do not exist
+                self.served_shifted.setdefault(k, None)
 
     # -- scoring ---------------------------------------------------------------------------------------------
 
