@@ -15,7 +15,8 @@ other session keeps its distance in sessions from there (``session_offset``, one
 Consecutive sessions stay consecutive, so every row enters the shifted calendar at the image of its real entry
 session; no shifted session falls on a weekend or an exchange holiday. (Years differ by up to four sessions,
 so per-year k-th matching cannot be one-to-one: 2024 has 252 sessions and 2034 has 250. Over a multi-year
-release the image drifts from "the same session number ten years on" by those few sessions.)
+release the image drifts from "the same session number ten years on" by those sessions: at most 9 over any ten
+years of the supported calendar.)
 
 Instants keep their offset from their session's opening bell: an instant on a session day (New York date) at
 or after the bell maps to the image session's bell plus the same offset; an instant before the bell on a
