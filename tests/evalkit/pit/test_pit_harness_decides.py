@@ -182,3 +182,17 @@ def test_mutating_the_toolbox_changes_nothing_the_harness_counts(
     assert hostile["valid"] is True, hostile["agent_errors"]
     for h, m in zip(honest["cells"], hostile["cells"], strict=True):
         assert {f: m[f] for f in fields} == {f: h[f] for f in fields}, (name, m["arm"], m["clock"])
+
+
+def test_picks_that_are_not_strings_are_refused_not_a_crash(synth_release_dir, synth_prices_path, tmp_path):
+    from evalkit.pit import AgentReply
+
+    def junk(prompt: str, tools: Any) -> AgentReply:
+        return AgentReply(picks=(["r" + "0" * 20], 5, None, {"row_key": "x"}))  # type: ignore[arg-type]
+
+    body = _run(synth_release_dir, synth_prices_path, junk, tmp_path)
+    assert body["valid"] is True
+    sessions = len(nyse().between(RUN_START, RUN_END))
+    for cell in body["cells"]:
+        assert cell["trades"] == 0
+        assert cell["rejected_picks"] == {"unknown": 4 * sessions, "not_yet_knowable": 0, "duplicate": 0}

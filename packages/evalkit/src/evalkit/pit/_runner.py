@@ -376,7 +376,7 @@ class _RunState:
             for key in reply.picks:
                 # The harness decides, from its own entry table (never from the toolbox the agent was handed):
                 # a row that does not exist or is not knowable at this bell is refused, counted and never traded.
-                entry = entries.get(key)
+                entry = entries.get(key) if isinstance(key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
                 status = "unknown" if entry is None else ("ok" if entry <= s_idx else "not_yet_knowable")
                 if status == "ok" and key in seen:
                     status = "duplicate"
@@ -386,7 +386,7 @@ class _RunState:
                     trades.append(_Trade(key, s_idx))
                 else:
                     rejected[status] += 1
-                    refused.append({"row_key": key, "reason": status})
+                    refused.append({"row_key": key if isinstance(key, str) else repr(key), "reason": status})  # pyright: ignore[reportUnnecessaryIsInstance]
             self.traj.emit({"type": "decision", **self.where, "picks": accepted, "rejected": refused, "text": reply.text})
             if progress is not None:
                 progress(f"{arm}/{clock}", done + n + 1, total)
