@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any, cast
 
 import attrs
@@ -27,15 +28,15 @@ from evalkit_core import (
     ARMS,
     Calendar,
     Clock,
-    ConfigError,
     Release,
+    ReleaseError,
     atomic_open,
     canonical_bytes,
     digest,
     file_digest,
     make_receipt,
     nyse,
-    shift_date,
+    with_entry,
     write_receipt,
 )
 from evalkit_core.models import Completion, Request
@@ -113,12 +114,13 @@ def _check_window(config: RunConfig, release: Release) -> tuple[dt.date, dt.date
     start = dt.date.fromisoformat(config.start) if config.start else w0
     end = dt.date.fromisoformat(config.end) if config.end else w1
     if start > end:
-        raise ConfigError(f"start {start} is after end {end}")
+        raise config.error("start", f"{start} is after end {end}")
     if start < w0 or end > w1:
-        raise ConfigError(f"window {start}..{end} is outside the release window {w0}..{w1} ({release.root})")
+        field = "start" if start < w0 else "end"
+        raise config.error(field, f"window {start}..{end} is outside the release window {w0}..{w1} ({release.root})")
     unknown = sorted(set(config.forms) - set(release.forms))
     if unknown:
-        raise ConfigError(f"forms: {', '.join(unknown)} not in the release (it has {', '.join(release.forms)})")
+        raise config.error("forms", f"{', '.join(unknown)} not in the release (it has {', '.join(release.forms)})")
     return start, end
 
 
@@ -136,13 +138,20 @@ def run(
     ``bundle`` defaults to ``Release.load(config.bundle_path)``; it is narrowed to the config's forms and window.
     ``prices`` may be None: every cell still runs and reports ``total_return: null``.
     """
-    release = bundle if bundle is not None else Release.load(config.bundle_path)
+    config.check_outputs()
+    if bundle is not None:
+        release = bundle
+    else:
+        try:
+            release = Release.load(config.bundle_path)
+        except ReleaseError as exc:
+            raise config.error("bundle_path", str(exc)) from None
     start, end = _check_window(config, release)
     release = release.select(forms=list(config.forms) or None, start=start, end=end)
     calendar = nyse()
     sessions = calendar.between(start, end)
     if not sessions:
-        raise ConfigError(f"window {start}..{end} holds no NYSE session")
+        raise config.error("start", f"window {start}..{end} holds no NYSE session")
     if prices is None and config.prices_path:
         from evalkit.pit._prices import load_prices
 
@@ -175,6 +184,8 @@ def run(
             state.run_cells(progress)
             if not state.stopped:
                 state.run_probe()
+            else:
+                state.probe["reason"] = "the run stopped before the probe"
         finally:
             guard.remove()
             state.gateway.stop()
@@ -223,8 +234,14 @@ class _RunState:
         self.answers: dict[str, dict[str, Any]] = {r["row_key"]: r for r in answer.iter_rows(named=True)}
         # Opening prices of every ticker the answer key names, looked up once for all cells.
         self.opens = prices.opens_for(t for a in self.answers.values() if (t := a.get("ticker"))) if prices else {}
+        main_rows = release.arm("main").select("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
+        self._entries: dict[Clock, Mapping[str, int]] = {}
+        for name in config.clocks:
+            table = with_entry(main_rows, name, calendar)
+            self._entries[Clock(name)] = MappingProxyType(
+                dict(zip(table.get_column("row_key").to_list(), table.get_column("entry_index").to_list(), strict=True))
+            )
         self.probe_clock = Clock("pit") if "pit" in config.clocks else Clock(config.clocks[-1])
-        self.probe_view: CellView | None = None  # the shifted arm's view under the probe clock, kept from its cell
         self.fallback_rows: dict[str, int] = {}
         self.gateway = Gateway()
         self.model_spend = Decimal(0)
@@ -314,9 +331,7 @@ class _RunState:
         for arm in (a for a in ARMS if a in self.config.arms):
             for clock_name in self.config.clocks:
                 clock = Clock(clock_name)
-                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar)
-                if arm == "shifted" and clock is self.probe_clock:
-                    self.probe_view = view
+                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar, self.release.shift)
                 self.fallback_rows[str(clock)] = view.fallback_rows
                 try:
                     result = self._run_cell(view, progress, done, total)
@@ -330,12 +345,14 @@ class _RunState:
         self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int
     ) -> dict[str, Any]:
         arm, clock = view.arm, str(view.clock)
-        self.traj.emit({"type": "cell_start", "arm": arm, "clock": clock, "rows": len(view)})
+        # Facts about the cell taken before the agent holds the view: what it does to its tools changes nothing here.
+        rows_in_cell, fallback_rows = len(view), view.fallback_rows
+        self.traj.emit({"type": "cell_start", "arm": arm, "clock": clock, "rows": rows_in_cell})
         trades: list[_Trade] = []
         rejected = {"unknown": 0, "not_yet_knowable": 0, "duplicate": 0}
         agent_calls = 0
         for n, (session, s_idx) in enumerate(zip(self.sessions, self.session_indices, strict=True)):
-            shown_date = (shift_date(session.date) if arm == "shifted" else session.date).isoformat()
+            shown_date = (self.release.shift.session_date(session.date) if arm == "shifted" else session.date).isoformat()
             self.where = {"arm": arm, "clock": clock, "session_date": shown_date}
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
@@ -355,8 +372,12 @@ class _RunState:
             accepted: list[str] = []
             refused: list[dict[str, str]] = []
             seen: set[str] = set()
+            entries = self.entries(view.clock)
             for key in reply.picks:
-                status = toolbox.is_knowable(key)
+                # The harness decides, from its own entry table (never from the toolbox the agent was handed):
+                # a row that does not exist or is not knowable at this bell is refused, counted and never traded.
+                entry = entries.get(key) if isinstance(key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
+                status = "unknown" if entry is None else ("ok" if entry <= s_idx else "not_yet_knowable")
                 if status == "ok" and key in seen:
                     status = "duplicate"
                 if status == "ok":
@@ -365,20 +386,33 @@ class _RunState:
                     trades.append(_Trade(key, s_idx))
                 else:
                     rejected[status] += 1
-                    refused.append({"row_key": key, "reason": status})
+                    refused.append({"row_key": key if isinstance(key, str) else repr(key), "reason": status})  # pyright: ignore[reportUnnecessaryIsInstance]
             self.traj.emit({"type": "decision", **self.where, "picks": accepted, "rejected": refused, "text": reply.text})
             if progress is not None:
                 progress(f"{arm}/{clock}", done + n + 1, total)
-        return self._score_cell(arm, clock, trades, rejected, agent_calls, view)
+        return self._score_cell(arm, clock, trades, rejected, agent_calls, rows_in_cell, fallback_rows)
+
+    def entries(self, clock: Clock) -> Mapping[str, int]:
+        """row_key -> entry session index under ``clock``: the harness's own copy, computed from the release's
+        main arm (control arms use the main arm's clocks) before any agent of the run is called."""
+        return self._entries[clock]
 
     def _serve_shifted(self, keys: Sequence[str]) -> None:
         for k in keys:
-            self.served_shifted.setdefault(k, None)
+            if k in self.answers:  # a toolbox the agent tampered with may report keys that do not exist
+                self.served_shifted.setdefault(k, None)
 
     # -- scoring ---------------------------------------------------------------------------------------------
 
     def _score_cell(
-        self, arm: str, clock: str, trades: list[_Trade], rejected: Mapping[str, int], agent_calls: int, view: CellView
+        self,
+        arm: str,
+        clock: str,
+        trades: list[_Trade],
+        rejected: Mapping[str, int],
+        agent_calls: int,
+        rows_in_cell: int,
+        fallback_rows: int,
     ) -> dict[str, Any]:
         hold = self.config.hold_sessions
         returns: list[float] = []
@@ -424,8 +458,8 @@ class _RunState:
             "lookahead_checked": lookahead_known,
             "rejected_picks": dict(rejected),
             "trades_by_form": dict(sorted(by_form.items())),
-            "rows_in_cell": len(view),
-            "pit_fallback_rows": view.fallback_rows if clock == "pit" else 0,
+            "rows_in_cell": rows_in_cell,
+            "pit_fallback_rows": fallback_rows if clock == "pit" else 0,
         }
 
     # -- probe -----------------------------------------------------------------------------------------------
@@ -439,12 +473,15 @@ class _RunState:
         served = list(self.served_shifted)
         items = choose_items(served, cfg.probe_items)
         clock = self.probe_clock
-        view = self.probe_view or CellView("shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar)
+        # A view of the harness's own, not the one the shifted cell's agent held (and may have changed).
+        view = CellView(
+            "shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar, self.release.shift
+        )
         last = self.session_indices[-1]
         scored: list[dict[str, Any]] = []
         for n, key in enumerate(items):
             row = view.render(view.position[key])
-            self.where = {"arm": "shifted", "clock": str(clock), "session_date": shift_date(self.sessions[-1].date).isoformat(), "probe_item": n}
+            self.where = {"arm": "shifted", "clock": str(clock), "session_date": self.release.shift.session_date(self.sessions[-1].date).isoformat(), "probe_item": n}
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
                 self.tool_calls += 1
@@ -518,6 +555,9 @@ class _RunState:
             "valid": self.valid,
             "invalidated_by": self.invalidated_by,
             "completed": not self.stopped,
+            # What the probe showed about the control arms' masks; "unproven" when it did not run (an agent that
+            # read nothing through the tools, say): a valid run whose masks were not tested.
+            "masks": _MASKS[self.probe["verdict"]],
             "binding": {
                 "bundle_content_digest": self.release.content_digest,
                 "config_sha256": config_sha,
@@ -586,6 +626,9 @@ class _RunState:
 
 
 _STRIDE_RULE = "row_keys served in shifted-arm answers, first-served order, deduplicated; k=min(probe_items,n); stride=n//k; items served[0], served[stride], ..."
+
+
+_MASKS = {"mask_holds": "hold", "mask_leaks": "leak", "not_run": "unproven"}
 
 
 def _total(cells: Sequence[Mapping[str, Any]], arm: str, clock: str) -> float | None:
