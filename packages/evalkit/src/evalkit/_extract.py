@@ -45,7 +45,7 @@ import attrs
 
 from evalkit._tasks import JSON
 
-__all__ = ["ExtractionError", "extract_code", "extract_json"]
+__all__ = ["ExtractionError", "extract_code", "extract_json", "parse_json"]
 
 _MAX_COMPLETION_CHARS = 1 << 20
 _MAX_CODE_CHARS = 64 << 10  # one piece of code handed to ast.parse
@@ -792,6 +792,16 @@ def _first_span(text: str, spans: _Spans) -> JSON | None:
         if work > budget:
             break
     return None
+
+
+def parse_json(text: str) -> JSON:
+    """A solution that is JSON text as it stands (no extraction), under the same bounds as :func:`extract_json`:
+    size, depth, no NaN, infinities or lone surrogates. Raises :class:`ExtractionError` for anything else."""
+    checked = _checked(text)
+    try:
+        return _loads(checked)
+    except ValueError as exc:
+        raise ExtractionError(f"not a JSON value: {exc}") from None
 
 
 def extract_json(completion: str) -> JSON:
