@@ -49,7 +49,10 @@ def test_generate_writes_a_0600_key_in_a_0700_directory(home):
     assert load_signing_key(home).key_id == key.key_id
     assert local_public_key(home).key_id == key.key_id
     assert parse_trusted_key(str(public)) == key.key_id
-    assert {p.name for p in private.parent.iterdir()} == {"ed25519.pem", "ed25519.pub.pem"}  # no temp files left
+    assert {p.name for p in private.parent.iterdir()} == {
+        "ed25519.pem",
+        "ed25519.pub.pem",
+    }  # no temp files left
 
 
 def test_generate_refuses_to_replace_unless_forced(home):
@@ -90,7 +93,9 @@ def test_a_key_others_can_read_is_refused(home):
         load_signing_key(home)
 
 
-@pytest.mark.parametrize("content", [b"", b"not a key", b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"])
+@pytest.mark.parametrize(
+    "content", [b"", b"not a key", b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"]
+)
 def test_a_damaged_key_file_is_one_named_error(home, content):
     private, _ = signing_key_paths(home)
     private.parent.mkdir(parents=True)
@@ -152,18 +157,27 @@ FORGERIES = {
             "signatures": [
                 {
                     "keyid": r["dsse"]["signatures"][0]["keyid"],
-                    "sig": base64.b64encode(bytes([base64.b64decode(r["dsse"]["signatures"][0]["sig"])[0] ^ 1]) + base64.b64decode(r["dsse"]["signatures"][0]["sig"])[1:]).decode(),
+                    "sig": base64.b64encode(
+                        bytes([base64.b64decode(r["dsse"]["signatures"][0]["sig"])[0] ^ 1])
+                        + base64.b64decode(r["dsse"]["signatures"][0]["sig"])[1:]
+                    ).decode(),
                 }
             ],
         },
     },
     "no signatures": lambda r, k: {**r, "dsse": {**r["dsse"], "signatures": []}},
-    "signer key swapped, id kept": lambda r, k: {**r, "signer": {**r["signer"], "public_key": k.public.to_json()["public_key"]}},
+    "signer key swapped, id kept": lambda r, k: {
+        **r,
+        "signer": {**r["signer"], "public_key": k.public.to_json()["public_key"]},
+    },
     "signer id swapped, key kept": lambda r, k: {**r, "signer": {**r["signer"], "keyid": k.key_id}},
     "re-signed by another key": _resign,
     "unsigned": lambda r, k: {key: r[key] for key in ("body", "body_sha256", "emitted_at")},
     "signer not an object": lambda r, k: {**r, "signer": "ed25519:00"},
-    "public key too short": lambda r, k: {**r, "signer": {**r["signer"], "public_key": base64.b64encode(b"x" * 31).decode()}},
+    "public key too short": lambda r, k: {
+        **r,
+        "signer": {**r["signer"], "public_key": base64.b64encode(b"x" * 31).decode()},
+    },
 }
 
 
@@ -191,7 +205,9 @@ def test_another_signer_is_trusted_only_when_named(home):
     assert parse_trusted_key(other.key_id) == other.key_id
 
 
-@pytest.mark.parametrize("spec", ["ed25519:xyz", "ed25519:" + "A" * 64, "rsa:" + "0" * 64, "/no/such/key.pem"])
+@pytest.mark.parametrize(
+    "spec", ["ed25519:xyz", "ed25519:" + "A" * 64, "rsa:" + "0" * 64, "/no/such/key.pem"]
+)
 def test_bad_key_specs_are_one_line_errors(spec):
     with pytest.raises(SigningError, match="--key"):
         parse_trusted_key(spec)
