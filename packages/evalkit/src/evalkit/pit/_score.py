@@ -150,12 +150,16 @@ class Scorer:
                 self._cell.agent_calls += 1
         elif kind == "decision" and self._cell is not None and not self._in_probe:
             cell = self._cell
+            if not 0 < cell.agent_calls <= len(self._in.session_indices):
+                cell.decisions = -1  # more calls than sessions (not a run the harness writes): never scored
+                return
             index = self._in.session_indices[cell.agent_calls - 1]
             cell.trades.extend((str(k), index) for k in cast("list[object]", event.get("picks") or []))
             for r in cast("list[Mapping[str, Any]]", event.get("rejected") or []):
                 reason = str(r.get("reason"))
                 cell.rejected[reason] = cell.rejected.get(reason, 0) + 1
-            cell.decisions += 1
+            if cell.decisions >= 0:
+                cell.decisions += 1
         elif kind == "tool_call":
             self._tool_calls += 1
             if "probe_item" not in event:
