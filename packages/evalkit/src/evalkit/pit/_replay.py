@@ -11,7 +11,7 @@ another cell). Problems are returned as ``line N: ...`` strings; a structural on
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -58,7 +58,7 @@ def _short(value: object, limit: int = 100) -> str:
 
 @attrs.define
 class _Walk:
-    events: Sequence[Mapping[str, Any]]
+    events: Iterator[Mapping[str, Any]]
     config: RunConfig
     calendar: Calendar
     problems: list[str] = attrs.Factory(list[str])
@@ -66,13 +66,23 @@ class _Walk:
     served: dict[str, None] = attrs.Factory(dict[str, None])
     stopped: bool = False
     counts: dict[str, int] = attrs.Factory(lambda: {"tool_calls": 0, "picks": 0, "probe_items": 0})
+    _next: Mapping[str, Any] | None = None
+    _ended: bool = False
 
     def problem(self, text: str) -> None:
         if len(self.problems) < _MAX_PROBLEMS:
             self.problems.append(text)
 
     def peek(self) -> Mapping[str, Any] | None:
-        return self.events[self.pos] if self.pos < len(self.events) else None
+        """The next event without taking it (the walk streams: a trajectory is never held whole in memory)."""
+        if self._next is None and not self._ended:
+            self._next = next(self.events, None)
+            self._ended = self._next is None
+        return self._next
+
+    def advance(self) -> None:
+        self._next = None
+        self.pos += 1
 
     def take(self, kind: str, expected: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         event = self.peek()
@@ -89,7 +99,7 @@ class _Walk:
                     raise _Misaligned(
                         f"line {self.pos + 1}: {kind}.{k} is {_short(event.get(k))}, the harness would write {_short(v)}"
                     )
-        self.pos += 1
+        self.advance()
         return event
 
     def here(self) -> int:
@@ -103,7 +113,7 @@ def _where(event: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def replay_trajectory(
-    events: Sequence[Mapping[str, Any]],
+    events: Iterable[Mapping[str, Any]],
     config: RunConfig,
     release: Release,
     calendar: Calendar,
@@ -111,7 +121,7 @@ def replay_trajectory(
 ) -> tuple[list[str], dict[str, int]]:
     """Walk ``events`` as the runner would have written them for ``config`` over ``release`` (already narrowed
     to the run's forms and window). Returns (problems, counts of what was re-served)."""
-    walk = _Walk(events, config, calendar)
+    walk = _Walk(iter(events), config, calendar)
     try:
         _walk_run(walk, release, window)
     except _Misaligned as exc:
@@ -153,8 +163,8 @@ def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date]) ->
                 break
             _walk_probe_item(walk, view, indices[-1], n, key)
     walk.take("run_end")
-    if walk.pos != len(walk.events):
-        raise _Misaligned(f"line {walk.pos + 1}: {len(walk.events) - walk.pos} event(s) after run_end")
+    if walk.peek() is not None:
+        raise _Misaligned(f"line {walk.pos + 1}: a {walk.peek().get('type')} event after run_end")  # pyright: ignore[reportOptionalMemberAccess]
 
 
 def _recorder(sink: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> Any:
@@ -206,7 +216,7 @@ def _walk_call(
             raise _Misaligned(
                 f"line {line}: a {kind} at {_short(_where(event))} inside the call at {_short(where)}"
             )
-        walk.pos += 1
+        walk.advance()
         if kind == "tool_call":
             _replay_tool_call(walk, toolbox, sink, event, line)
         elif kind == "egress_attempt" and walk.config.network_policy == "abort":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -325,34 +325,45 @@ def _manifest_digest(root: Path) -> str | None:
 # --- the replay ----------------------------------------------------------------------------------------------
 
 
-def _read_events(traj: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The events of a trajectory file, and what is wrong with its lines (not JSON, not canonical, seq gaps)."""
-    events: list[dict[str, Any]] = []
-    problems: list[str] = []
-    raw = traj.read_bytes()
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    else:
-        problems.append(f"line {len(lines)}: the file does not end with a newline")
-    for n, line in enumerate(lines, start=1):
-        try:
-            event = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            problems.append(f"line {n}: not JSON")
-            break
-        if not isinstance(event, dict):
-            problems.append(f"line {n}: not a JSON object")
-            break
-        ev = cast("dict[str, Any]", event)
-        if canonical_bytes(ev) != line:
-            problems.append(f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)")
-        if ev.get("seq") != n - 1 and not any("seq is" in p for p in problems):
-            problems.append(
-                f"line {n}: seq is {ev.get('seq')!r}, expected {n - 1} (a line was dropped, added or moved)"
-            )
-        events.append(ev)
-    return events, problems
+class _EventReader:
+    """The events of a trajectory file, one line at a time, noting what is wrong with the lines (not JSON, not
+    canonical, seq gaps) in ``problems``. Reading stops at a line that is not a JSON object."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problems: list[str] = []
+        self.lines = 0
+        self.first: dict[str, Any] | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        seq_reported = False
+        with self.path.open("rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                self.lines = n
+                if not raw.endswith(b"\n"):
+                    self.problems.append(f"line {n}: the file does not end with a newline")
+                line = raw.rstrip(b"\n")
+                try:
+                    event = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    self.problems.append(f"line {n}: not JSON")
+                    return
+                if not isinstance(event, dict):
+                    self.problems.append(f"line {n}: not a JSON object")
+                    return
+                ev = cast("dict[str, Any]", event)
+                if canonical_bytes(ev) != line:
+                    self.problems.append(
+                        f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)"
+                    )
+                if ev.get("seq") != n - 1 and not seq_reported:
+                    seq_reported = True
+                    self.problems.append(
+                        f"line {n}: seq is {ev.get('seq')!r}, expected {n - 1} (a line was dropped, added or moved)"
+                    )
+                if self.first is None:
+                    self.first = ev
+                yield ev
 
 
 @attrs.frozen
@@ -380,7 +391,7 @@ def replay_body(
     from evalkit.pit._prices import load_prices
     from evalkit.pit._replay import replay_trajectory
     from evalkit.pit._runner import _check_window, answers_by_key, opens_for, run_id_for  # pyright: ignore[reportPrivateUsage]
-    from evalkit.pit._score import BodyInputs, ScoreInputs, assemble_body, score_events
+    from evalkit.pit._score import BodyInputs, ScoreInputs, Scorer, assemble_body
     from evalkit_core import Release, nyse
 
     traj = Path(trajectory)
@@ -402,18 +413,36 @@ def replay_body(
     except (KeyError, TypeError, AttributeError, EvalkitError) as exc:
         return Replay(None, [], {}, 0, 0, error=f"cannot replay: {exc}")
 
-    events, line_problems = _read_events(traj)
-    walk_problems, counts = replay_trajectory(events, config, release, calendar, (start, end))
     answers = answers_by_key(release)
     session_indices = tuple(calendar.index_of(s.date) for s in sessions)
-    try:
-        score = score_events(
-            events, ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers))
-        )
-    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
-        error = f"the events cannot be scored ({type(exc).__name__}: {exc})"
-        return Replay(None, line_problems + walk_problems, counts, 0, len(events), error=error)
-    first = events[0] if events else {}
+    scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers)))
+    reader = _EventReader(traj)
+    score_error: list[str] = []
+
+    def scored() -> Iterator[dict[str, Any]]:
+        # One pass over the file feeds the walk and the scorer alike.
+        for event in reader:
+            if not score_error:
+                try:
+                    scorer.feed(event)
+                except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
+                    score_error.append(f"the events cannot be scored ({type(exc).__name__}: {exc})")
+            yield event
+
+    stream = scored()
+    walk_problems, counts = replay_trajectory(stream, config, release, calendar, (start, end))
+    for _ in stream:  # the walk may stop early: the scorer still sees every event
+        pass
+    problems = reader.problems + walk_problems
+    score = None
+    if not score_error:
+        try:
+            score = scorer.result()
+        except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
+            score_error.append(f"the events cannot be scored ({type(exc).__name__}: {exc})")
+    if score is None:
+        return Replay(None, problems, counts, 0, reader.lines, error=score_error[0])
+    first = reader.first or {}
     agent = dict(cast("dict[str, Any]", body.get("agent") or {}))
     # The name the trajectory recorded; the spec and code are the receipt's.
     agent["name"] = first.get("agent")
@@ -434,14 +463,7 @@ def replay_body(
         environment=cast("dict[str, Any]", body.get("environment") or {}),
     )
     replayed = assemble_body(inputs, score)
-    return Replay(
-        replayed,
-        line_problems + walk_problems,
-        counts,
-        len(score.cells),
-        len(events),
-        priced=loaded is not None,
-    )
+    return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None)
 
 
 def _replay(body: Mapping[str, Any], traj: Path, bundle: Path, prices_path: Path | None) -> list[Check]:
@@ -468,7 +490,8 @@ def _replay(body: Mapping[str, Any], traj: Path, bundle: Path, prices_path: Path
 
 
 def _count_lines(traj: Path) -> int:
-    return traj.read_bytes().count(b"\n")
+    with traj.open("rb") as fh:
+        return sum(1 for _ in fh)
 
 
 def _show(value: object) -> str:
