@@ -80,6 +80,7 @@ EXPECTED_ALL = [
     "shift_instant",
     "sign_body",
     "signing_key_paths",
+    "trusted_key_ids",
     "us_federal_holidays",
     "with_entry",
     "write_receipt",

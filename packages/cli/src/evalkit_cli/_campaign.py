@@ -120,7 +120,7 @@ def run(
     with Store.open(home) as store:
         report = campaign_report(store, outcome.name)
         target = out if out is not None else default_out_dir(store, outcome.name)
-    results, report_path, receipt = write_campaign_outputs(report, target)
+    results, report_path, receipt = write_campaign_outputs(report, target, home=home)
     if as_json:
         payload = report.to_json()
         payload["run"] = {
@@ -200,12 +200,16 @@ def verify(
     registry: list[Path] | None = typer.Option(
         None, "--registry", help="Registry files on top of the shipped one (default: those in the receipt)."
     ),
+    key: str | None = typer.Option(
+        None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the key in --home]."
+    ),
+    home: Path | None = typer.Option(None, "--home", help=_HOME_HELP),
 ) -> None:
-    """Re-check a campaign receipt offline; exit 1 naming each mismatch."""
+    """Re-check a campaign receipt offline (signature, body hash, every binding, the summary); exit 1 naming each mismatch."""
     from evalkit_router import verify_campaign_receipt
 
     checks = verify_campaign_receipt(
-        receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry
+        receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry, key=key, home=home
     )
     for c in checks:
         typer.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}{'' if c.ok else ': ' + c.detail}")

@@ -183,7 +183,9 @@ def verify(
         found = verify_pit_receipt(receipt, trajectory=trajectory, bundle=bundle, config=config, prices=prices, key=key)
         checks = [(c.status, c.name, c.detail) for c in found]
     else:
-        checks = [("ok" if ok else "MISMATCH", name, detail) for name, ok, detail in _verify_other(kind, receipt, results, tasks)]
+        checks = [
+            ("ok" if ok else "MISMATCH", name, detail) for name, ok, detail in _verify_other(kind, receipt, results, tasks, key)
+        ]
     for status, name, detail in checks:
         if status == "not checked":
             typer.echo(f"not checked: {name}" + (f" ({detail})" if detail else ""))
@@ -193,7 +195,9 @@ def verify(
         raise typer.Exit(1)
 
 
-def _verify_other(kind: str, receipt: Path, results: Path | None, tasks: Path | None) -> list[tuple[str, bool, str]]:
+def _verify_other(
+    kind: str, receipt: Path, results: Path | None, tasks: Path | None, key: str | None
+) -> list[tuple[str, bool, str]]:
     from evalkit import verify_eval_receipt
     from evalkit._eval import RECEIPT_KIND as EVAL_KIND
 
@@ -202,7 +206,7 @@ def _verify_other(kind: str, receipt: Path, results: Path | None, tasks: Path | 
     if kind != EVAL_KIND:
         raise ConfigError(f"{receipt}: receipt kind {kind!r} is not one this version can verify")
     # Without --results/--tasks the paths the receipt recorded are used.
-    return [(str(n), bool(ok), str(d)) for n, ok, d in verify_eval_receipt(receipt, results, tasks)]
+    return [(str(n), bool(ok), str(d)) for n, ok, d in verify_eval_receipt(receipt, results, tasks, key=key)]
 
 
 def export(

@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         parse_trusted_key,
         sign_body,
         signing_key_paths,
+        trusted_key_ids,
     )
 
 _LAZY: dict[str, str] = {
@@ -147,6 +148,7 @@ _LAZY: dict[str, str] = {
     "shift_instant": "evalkit_core._release",
     "sign_body": "evalkit_core._signing",
     "signing_key_paths": "evalkit_core._signing",
+    "trusted_key_ids": "evalkit_core._signing",
     "us_federal_holidays": "evalkit_core._calendar",
     "with_entry": "evalkit_core._clocks",
     "write_receipt": "evalkit_core._receipt",
@@ -233,6 +235,7 @@ __all__ = [
     "shift_instant",
     "sign_body",
     "signing_key_paths",
+    "trusted_key_ids",
     "us_federal_holidays",
     "with_entry",
     "write_receipt",

@@ -54,6 +54,7 @@ __all__ = [
     "parse_trusted_key",
     "sign_body",
     "signing_key_paths",
+    "trusted_key_ids",
 ]
 
 PAYLOAD_TYPE = "application/vnd.evalkit.receipt+json"
@@ -263,6 +264,15 @@ def local_public_key(home: str | Path | None = None) -> PublicKey | None:
     if private_path.exists():
         return load_signing_key(home).public
     return None
+
+
+def trusted_key_ids(key: str | None = None, home: str | Path | None = None) -> frozenset[str]:
+    """The signers a verifier trusts: the one ``key`` names (``--key``: a PEM file or a key id) or, by default,
+    the local key in ``home`` (none when there is no local key: then nothing is trusted)."""
+    if key is not None:
+        return frozenset({parse_trusted_key(key)})
+    local = local_public_key(home)
+    return frozenset({local.key_id}) if local is not None else frozenset()
 
 
 def parse_trusted_key(spec: str) -> str:
