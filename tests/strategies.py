@@ -143,3 +143,40 @@ def filings_args(draw: st.DrawFn, index: int) -> dict[str, Any]:
         "acceptance_at": accepted,
         "url": f"https://www.sec.gov/Archives/edgar/data/{int(cik)}/{accession}.txt",
     }
+
+
+# --- values that cross the sandbox's wall (evalkit._tagged) ------------------------------------------------
+
+_hashable_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+)
+_leaves = st.one_of(_hashable_leaves, st.floats(), st.complex_numbers(), st.builds(bytearray, st.binary(max_size=8)))
+wall_values = st.recursive(
+    _leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.sets(_hashable_leaves, max_size=4),
+        st.frozensets(_hashable_leaves, max_size=4),
+        st.dictionaries(_hashable_leaves, inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+# Text a hostile process might write where a tagged value belongs: JSON-looking fragments, deep nesting, tags
+# with the wrong payload, numbers too long to parse, lone surrogates.
+_fragments = st.sampled_from(
+    ["[", "]", "{", "}", '"$t"', '"$d"', '"$b"', '"$f"', ":", ",", '"', "\\", "NaN", "Infinity", "1e999", "9" * 5000,
+     '{"$s":[[1]]}', '{"$d":[[[1],2]]}', '{"$b":"!!"}', '{"$x":1}', "\ud800", "null", "true", '"a"', "0"]
+)
+hostile_texts = st.one_of(
+    st.text(max_size=200),
+    st.lists(_fragments, max_size=60).map("".join),
+    st.integers(min_value=1, max_value=5000).map(lambda n: "[" * n + "]" * n),
+    st.integers(min_value=1, max_value=5000).map(lambda n: '{"$t":' * n + "1" + "}" * n),
+)

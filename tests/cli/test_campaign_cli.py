@@ -64,7 +64,7 @@ def test_run_prints_the_table_writes_outputs_and_status_and_report_agree(tmp_pat
 
     ok = runner.invoke(app, ["campaign", "verify", str(receipt), "--home", str(home)])
     assert ok.exit_code == 0, ok.output
-    assert ok.output.count("ok  ") == 7
+    assert ok.output.count("ok  ") == 8  # signature, body, 4 bindings, summary, ledger (--home)
     results = home / "campaigns" / "c" / "results.jsonl"
     results.write_text(results.read_text().replace('"solved":true', '"solved":false', 1))
     bad = runner.invoke(app, ["campaign", "verify", str(receipt), "--home", str(home)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,8 @@ def test_reference_eval_writes_results_and_a_receipt(tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     summary = payload["summary"]
-    assert set(payload["isolation"]) == {"user", "network", "filesystem", "interpreter"}
+    assert set(payload["isolation"]) == {"user", "network", "filesystem", "processes", "seccomp", "interpreter", "full"}
+    assert payload["isolation"]["full"] is (os.geteuid() == 0)  # root here and in CI: the whole wall
     assert summary["rollouts"] == 4
     assert summary["public_pass_rate"] == 1
     assert summary["hidden_pass_rate"] == 1

@@ -99,3 +99,48 @@ def test_user_errors_exit_2_with_one_line(tmp_path):
         assert p.returncode == 2, (args, p.stderr)
         assert needle in p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+def _dead_call(home, call_id: str = "c1", amount: str = "0.75") -> None:
+    """A call whose process reserved its worst case and died (a real process that exits without settling)."""
+    code = (
+        "import sys, os\nfrom decimal import Decimal\nfrom evalkit_core.store import Store, utc_now\n"
+        "from evalkit_core.models._budget import try_reserve\ns = Store.open(sys.argv[1])\n"
+        "with s.transaction() as db:\n"
+        "    db.execute(\"INSERT OR IGNORE INTO registries VALUES ('sha256:r', '{}', 'x')\")\n"
+        '    db.execute("INSERT INTO model_calls (call_id, started_at, model_id, provider, api_model, simulated, status,'
+        " attempts, request_digest, registry_digest, charged, owner_id) VALUES (?, ?, 'm', 'openai', 'm', 0,"
+        " 'pending', 0, 'd', 'sha256:r', '0', ?)\", (sys.argv[2], utc_now(), s.owner_id))\n"
+        "    try_reserve(db, call_id=sys.argv[2], model_id='m', amount=Decimal(sys.argv[3]), now=utc_now(),"
+        " owner_id=s.owner_id)\nos._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(home), call_id, amount], check=True, timeout=60)
+
+
+def test_budget_reconcile_charges_dead_calls_and_settles_them_from_an_invoice(tmp_path):
+    home = tmp_path / "home"
+    _dead_call(home)
+    shown = _invoke("budget", "show", home=home)
+    assert shown.exit_code == 0, shown.output
+    assert "unknown    1 call(s) whose process died" in shown.output
+    assert "call c1  m  $0.75  outcome unknown" in shown.output
+    listed = _invoke("calls", "list", home=home)
+    assert "unknown" in listed.output
+    assert "process died in flight: charged at worst case" in listed.output
+    r = _invoke("budget", "reconcile", home=home)
+    assert "nothing to reconcile" in r.output  # `budget show` did it already
+    invoice = tmp_path / "invoice.csv"
+    invoice.write_text("call_id,cost_usd\nc1,0.02\n")
+    r = _invoke("budget", "reconcile", "--actual", str(invoice), "--json", home=home)
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["spent"] == "0.02"
+    assert [u["call_id"] for u in data["settled_from_invoice"]] == ["c1"]
+    env = {"EVALKIT_HOME": str(home), "PATH": ""}
+    again = subprocess.run(
+        [sys.executable, "-m", "evalkit_cli", "budget", "reconcile", "--actual", str(invoice)],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert again.returncode == 2
+    assert again.stderr.count("\n") == 1
+    assert f"{invoice}: line 2: call c1: already settled from" in again.stderr

@@ -17,6 +17,8 @@ from evalkit import (
     load_tasks,
     reference_solution,
 )
+from evalkit._sandbox import SandboxJob
+from evalkit_core import digest
 
 BANK = Path(__file__).parent / "fixtures" / "tasks"
 LIMITS = SandboxLimits(cpu_seconds=1.0, wall_seconds=3.0)
@@ -60,9 +62,12 @@ def test_shallow_solution_passes_public_but_not_hidden(sandbox, tasks):
     assert v.all_public
     assert [t.name for t in v.hidden if not t.passed] == ["hidden/0", "hidden/1"]
     assert v.hidden[0].reason == "wrong_answer"
-    assert v.hidden[0].actual == "null"
-    assert v.hidden[1].detail == 'expected "12a"'
-    assert v.hidden[1].actual == '"9a"'
+    # hidden tests show a reason and digests, never the expected value or what the candidate returned
+    assert v.hidden[0].actual == digest("null")
+    withheld = digest('expected "12a"')
+    assert v.hidden[1].detail == f"wrong_answer (hidden test: detail withheld, {withheld})"
+    assert v.hidden[1].actual == digest('"9a"')
+    assert "12a" not in str(v.to_json())
     assert (v.public_passed, len(v.public), v.hidden_passed, len(v.hidden)) == (3, 3, 2, 4)
 
 
@@ -134,3 +139,26 @@ def test_output_is_captured(sandbox, tasks):
 )
 def test_json_equal(actual, expected, tol, ok):
     assert json_equal(actual, expected, tol) is ok
+
+
+def test_each_call_test_sees_a_freshly_loaded_module(sandbox):
+    # a mutable default argument and a module global: state one test leaves must not reach the next
+    src = "calls = []\ndef f(x, seen=[]):\n    seen.append(x)\n    calls.append(x)\n    return [len(seen), len(calls)]\n"
+    tests = tuple({"args": [i], "kwargs": {}} for i in range(4))
+    run = sandbox.run(SandboxJob(src, "f", tests))
+    assert [t.value for t in run.tests] == [[1, 1]] * 4
+    # in any order, the same verdicts
+    assert [t.value for t in sandbox.run(SandboxJob(src, "f", tests[::-1])).tests] == [[1, 1]] * 4
+    # fresh=False keeps one module (the adversary's reference runs): the state is visible there
+    kept = sandbox.run(SandboxJob(src, "f", tests, fresh=False))
+    assert [t.value for t in kept.tests] == [[1, 1], [2, 2], [3, 3], [4, 4]]
+
+
+def test_a_candidates_stopiteration_cannot_end_a_checks_loop_early(sandbox):
+    # raised through map(), a real StopIteration would end the check's loop and skip every assert in it
+    src = "def f(x):\n    raise StopIteration\n"
+    check = "def check(candidate):\n    for r in map(candidate, [1, 2, 3]):\n        assert r == 0\n"
+    run = sandbox.run(SandboxJob(src, "f", ({"check": check},)))
+    assert run.tests[0].status == "raised"
+    assert run.tests[0].error_type == "CandidateError"
+    assert "StopIteration" in run.tests[0].error

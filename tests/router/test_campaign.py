@@ -34,9 +34,10 @@ from evalkit_router import (
 def test_public_surface_is_pinned() -> None:
     assert evalkit_router.__all__ == sorted(evalkit_router.__all__)
     assert set(evalkit_router.__all__) == {
-        "CampaignChangedError", "CampaignConfig", "CampaignError", "CampaignReport", "CampaignStatus",
-        "PlannedRollout", "ProgressFn", "ReceiptCheck", "RunOutcome", "adversarial_set", "campaign_report",
-        "campaign_status", "default_out_dir", "load_campaign", "pass_at_k", "plan_rollouts", "render_table",
+        "CampaignChangedError", "CampaignConfig", "CampaignError", "CampaignIntegrityError", "CampaignReport",
+        "CampaignStatus", "LostCall", "PlannedRollout", "ProgressFn", "ReceiptCheck", "RunOutcome",
+        "adversarial_set", "campaign_label", "campaign_report", "campaign_status", "check_rollout_costs",
+        "default_out_dir", "load_campaign", "pass_at_k", "plan_rollouts", "render_table",
         "rollout_key", "run_campaign", "run_campaign_async", "select_tasks", "summarize_results",
         "verify_campaign_receipt", "write_campaign_outputs",
         # routing

@@ -143,9 +143,9 @@ def test_sigkill_at_random_points_then_resume_matches_an_uninterrupted_run(
             task_id,
             call_id,
         )  # ...made before its completion was stored
-        # the answer never reached the store: the model layer left it 'pending' (or, in the instant between
-        # the model layer settling and the campaign storing, 'ok'); never 'error' or 'refused'
-        assert status in ("pending", "ok")
+        # the answer never reached the store: the process died with it in flight, and the next run charged
+        # it at its worst case as an unknown outcome (the rollout is written with the settle, so never 'ok')
+        assert status == "unknown"
     prompts = {t.id: render_prompt(t) for t in subset_tasks()}
     per_task: dict[tuple[str, str], int] = {}
     for _, request_digest, _, _ in calls:
@@ -158,6 +158,21 @@ def test_sigkill_at_random_points_then_resume_matches_an_uninterrupted_run(
     for group, at_server in fake_server.calls.items():
         assert K <= at_server <= per_task[group], group
     assert planned <= fake_server.total() <= planned + len(extra)
+
+    # the money: every call the kills cut off was charged at its worst case as an unknown outcome, reported on
+    # resume as "paid, answer lost", and the ledger adds up with nothing left reserved
+    lost = {c["call_id"]: Decimal(c["charged_usd"]) for c in final["run"]["lost"]}  # type: ignore[index]
+    assert set(lost) == {c[0] for c in extra}
+    with sqlite3.connect(home / "evalkit.sqlite3") as db:
+        spent, reserved = (Decimal(x) for x in db.execute("SELECT spent, reserved FROM budget").fetchone())
+        charged = {r[0]: (Decimal(r[1]), Decimal(r[2])) for r in db.execute(
+            "SELECT call_id, charged, worst_case FROM model_calls")}  # fmt: skip
+        (outstanding,) = db.execute("SELECT count(*) FROM budget_reservations").fetchone()
+    assert (reserved, outstanding) == (0, 0)
+    assert spent == sum((c for c, _ in charged.values()), Decimal(0))
+    for call_id, cost in lost.items():
+        assert cost == charged[call_id][1] > 0  # charged at the worst case, never released as zero
+    assert Decimal(final["run"]["spent_total_usd"]) == spent  # type: ignore[index]
 
     # a finished campaign calls nothing and changes nothing
     before = fake_server.total()

@@ -2,7 +2,8 @@
 
 1. Harness overhead per call: N sequential calls through ``ModelClient.complete`` (registry lookup, key check,
    request digest, rate-limit buckets, budget reservation and settlement in SQLite, attempt and call rows, reply
-   parsing, exact cost) minus N sequential bare ``httpx`` POSTs of the same body to the same server. Server time
+   parsing, exact cost) minus N sequential bare POSTs (the model layer's own transport, ``HttpPool``) of the same
+   body to the same server. Server time
    and HTTP transport time are in both, so the difference is what the harness adds.
 2. Sustained concurrency: M calls with 200 in flight at all times, against a server that holds each reply 50 ms.
 
@@ -97,10 +98,9 @@ def _registry(base: str, path: Path) -> Path:
 async def _bench(
     port: int, calls: int, total: int, concurrency: int, server: subprocess.Popen[bytes]
 ) -> None:
-    import httpx
-
     from evalkit_core.models import ModelClient, Request, load_registry, set_budget_cap
     from evalkit_core.models._client import _wire_bytes
+    from evalkit_core.models._http import HttpPool
     from evalkit_core.store import Store
 
     base = f"http://127.0.0.1:{port}"
@@ -112,30 +112,35 @@ async def _bench(
         body = _wire_bytes(reg.get("bench/fast"), request)
         headers = {"content-type": "application/json", "authorization": "Bearer bench-key"}
 
-        async with httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=256)
-        ) as http:
+        http = HttpPool(max_connections=256)
+        try:
             for _ in range(50):  # warm up
-                (await http.post(f"{base}/v1/chat/completions", content=body, headers=headers)).json()
+                json.loads(
+                    (
+                        await http.post(f"{base}/v1/chat/completions", body, headers, connect_timeout=10)
+                    ).content
+                )
             bare: list[float] = []
             for _ in range(calls):
                 t0 = time.perf_counter()
-                resp = await http.post(f"{base}/v1/chat/completions", content=body, headers=headers)
+                resp = await http.post(f"{base}/v1/chat/completions", body, headers, connect_timeout=10)
                 json.loads(resp.content)
                 bare.append(time.perf_counter() - t0)
 
-            # the same concurrency with bare httpx, for comparison
+            # the same concurrency with the bare transport, for comparison
             slow_body = _wire_bytes(reg.get("bench/slow50"), request)
             sem0 = asyncio.Semaphore(concurrency)
 
             async def bare_one() -> None:
                 async with sem0:
-                    r = await http.post(f"{base}/v1/chat/completions", content=slow_body, headers=headers)
+                    r = await http.post(f"{base}/v1/chat/completions", slow_body, headers, connect_timeout=10)
                     json.loads(r.content)
 
             t0 = time.perf_counter()
             await asyncio.gather(*(bare_one() for _ in range(total)))
             bare_wall = time.perf_counter() - t0
+        finally:
+            await http.aclose()
         assert server.stdin is not None
         assert server.stdout is not None
         server.stdin.write(b"stats\n")
@@ -181,7 +186,9 @@ async def _bench(
     mean_b, mean_h = statistics.fmean(bare) * ms, statistics.fmean(harness) * ms
     p99 = lambda xs: sorted(xs)[int(len(xs) * 0.99)] * ms  # noqa: E731
     print(f"sequential calls: {calls} each (after 50 warm-up)")
-    print(f"  bare httpx POST + json:    median {med_b:.3f} ms  mean {mean_b:.3f} ms  p99 {p99(bare):.3f} ms")
+    print(
+        f"  bare transport POST + json:    median {med_b:.3f} ms  mean {mean_b:.3f} ms  p99 {p99(bare):.3f} ms"
+    )
     print(
         f"  ModelClient.complete:      median {med_h:.3f} ms  mean {mean_h:.3f} ms  p99 {p99(harness):.3f} ms"
     )
@@ -192,7 +199,7 @@ async def _bench(
     print(f"  wall {wall:.2f} s  throughput {total / wall:.0f} calls/s  errors {errors}")
     print(f"  max concurrent requests seen by the server: {seen['max_inflight']}")
     print(
-        f"  bare httpx, same load: wall {bare_wall:.2f} s  throughput {total / bare_wall:.0f} calls/s  "
+        f"  bare transport, same load: wall {bare_wall:.2f} s  throughput {total / bare_wall:.0f} calls/s  "
         f"max concurrent {bare_seen['max_inflight']}"
     )
     print(f"  ideal wall at {concurrency} in flight: {total / concurrency * 0.05:.2f} s")

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from evalkit_core.models import ModelClient, Registry, RetryPolicy, load_registry
+from evalkit_core.models import ModelClient, Registry, RetryPolicy, Timeouts, load_registry
 from evalkit_core.store import Store
 
 KEY = "sk-test-SUPERSECRET-0123456789abcdef"
@@ -239,7 +239,12 @@ FAST_RETRY = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.005)
 
 
 def make_client(registry: Registry, store: Store, **kwargs: Any) -> ModelClient:
-    options: dict[str, Any] = {"retry": FAST_RETRY, "timeout": 5.0, "env": {KEY_ENV: KEY}, "seed": 1}
+    options: dict[str, Any] = {
+        "retry": FAST_RETRY,
+        "timeouts": Timeouts(attempt=5.0),
+        "env": {KEY_ENV: KEY},
+        "seed": 1,
+    }
     options.update(kwargs)
     return ModelClient(registry=registry, store=store, **options)
 

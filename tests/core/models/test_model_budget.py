@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import subprocess
 import sys
@@ -21,13 +20,11 @@ from evalkit_core.models import (
     budget_status,
     list_calls,
     parse_cap,
-    release_stale_reservations,
     set_budget_cap,
     worst_case_cost,
 )
-from evalkit_core.models._budget import try_reserve
 from evalkit_core.models._client import _wire_bytes
-from evalkit_core.store import Store, utc_now
+from evalkit_core.store import Store
 
 
 def test_tiny_cap_ten_calls_halts_after_the_first_that_would_cross(
@@ -188,15 +185,3 @@ def test_cap_parse_set_and_clear(store):
     assert set_budget_cap(store, None).cap is None
     rows = store._db.execute("SELECT kind, amount, note FROM budget_ledger ORDER BY seq").fetchall()
     assert rows == [("set_cap", "1.5", None), ("set_cap", "0", "cap removed")]
-
-
-def test_stale_reservation_counts_until_released(store):
-    set_budget_cap(store, Decimal(1))
-    with store.transaction() as db:  # a process that reserved and then crashed
-        rid = try_reserve(db, call_id="dead", model_id="sim/weak", amount=Decimal("0.75"), now=utc_now())
-    assert isinstance(rid, str)
-    status = budget_status(store)
-    assert (status.reserved, status.remaining, status.outstanding) == (Decimal("0.75"), Decimal("0.25"), 1)
-    assert release_stale_reservations(store, dt.timedelta(hours=1)) == 0  # too young
-    assert release_stale_reservations(store, dt.timedelta(seconds=0)) == 1
-    assert budget_status(store).reserved == 0

@@ -18,6 +18,7 @@ from evalkit_core.models import (
     Request,
     RetryPolicy,
     SimContext,
+    Timeouts,
     ToolCall,
     ToolSpec,
     Usage,
@@ -42,8 +43,13 @@ async def _one(client_factory, model: str, request: Request, **kwargs):
         return await client.complete(model, request)
 
 
+# The fake reports 7200 input tokens (cache included) and 300 output tokens: a request must be able to cost that
+# much (its bytes bound its input tokens, max_tokens its output), or the usage is an anomaly charged at the bound.
+LONG = "hello " + "x" * 7400
+
+
 def test_anthropic_reply_usage_and_exact_cost(client_factory, fake_provider, store):
-    req = Request.of("hello anthropic", system="be brief", max_tokens=321, temperature=0.5, stop=("STOP",))
+    req = Request.of(LONG, system="be brief", max_tokens=321, temperature=0.5, stop=("STOP",))
     c = run(_one(client_factory, "fake-anthropic/ok", req))
     assert c.text == "Hello from fake Anthropic."
     assert c.reported_model == "claude-fake-20250101-reported"
@@ -60,7 +66,7 @@ def test_anthropic_reply_usage_and_exact_cost(client_factory, fake_provider, sto
     assert sent["body"] == {
         "model": "ok",
         "max_tokens": 321,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "hello anthropic"}]}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": LONG}]}],
         "system": "be brief",
         "temperature": 0.5,
         "stop_sequences": ["STOP"],
@@ -77,7 +83,7 @@ def test_anthropic_reply_usage_and_exact_cost(client_factory, fake_provider, sto
 
 
 def test_openai_reply_cached_tokens_and_exact_cost(client_factory, fake_provider, store):
-    req = Request.of("hello openai", system="sys", max_tokens=50, stop=("x", "y"))
+    req = Request.of(LONG, system="sys", max_tokens=300, stop=("x", "y"))
     c = run(_one(client_factory, "fake-openai/ok", req))
     assert c.text == "Hello from fake OpenAI."
     assert c.reported_model == "gpt-fake-2025-01-01-reported"
@@ -92,9 +98,9 @@ def test_openai_reply_cached_tokens_and_exact_cost(client_factory, fake_provider
     assert sent["headers"]["authorization"].startswith("Bearer ")
     assert sent["body"]["messages"] == [
         {"role": "system", "content": "sys"},
-        {"role": "user", "content": "hello openai"},
+        {"role": "user", "content": LONG},
     ]
-    assert sent["body"]["max_completion_tokens"] == 50
+    assert sent["body"]["max_completion_tokens"] == 300
     assert sent["body"]["stop"] == ["x", "y"]
     assert "temperature" not in sent["body"]
 
@@ -187,7 +193,7 @@ def test_429_retry_after_is_honoured(client_factory, fake_provider, store):
     async def sleep(d: float) -> None:
         slept.append(d)
 
-    c = run(_one(client_factory, "fake-anthropic/flaky429", Request.of("flaky once"), sleep=sleep))
+    c = run(_one(client_factory, "fake-anthropic/flaky429", Request.of("flaky once " + LONG), sleep=sleep))
     assert c.attempts == 3
     assert slept == [0.01, 0.01]  # exactly the Retry-After, not the backoff
     assert c.cost == Decimal("0.01335")
@@ -234,8 +240,10 @@ def test_malformed_json_is_retried_and_charged_conservatively(client_factory, st
 
 
 def test_slow_reply_past_timeout(client_factory, store):
-    with pytest.raises(ModelError, match=r"no reply .* within 0.2s .*after 2 attempts"):
-        run(_one(client_factory, "fake-openai/slow", Request.of("slow"), timeout=0.2,
+    with pytest.raises(
+        ModelError, match=r"no complete reply .* within the attempt deadline of 0.2s.*after 2 attempts"
+    ):
+        run(_one(client_factory, "fake-openai/slow", Request.of("slow"), timeouts=Timeouts(attempt=0.2),
                  retry=RetryPolicy(max_attempts=2, base_delay=0.001, max_delay=0.001)))  # fmt: skip
     [record] = list_calls(store)
     assert record.status == "error"

@@ -44,6 +44,7 @@ def test_user_file_merges_field_by_field(tmp_path):
     user = tmp_path / "mine.toml"
     user.write_text(
         '[models."anthropic/claude-sonnet-4"]\nprices = { output = "16.00" }\nbase_url = "http://127.0.0.1:9"\n'
+        'api_key_env = "MY_PROXY_KEY"\n'
         '[models."mine/x"]\nprovider = "openai-compatible"\napi_model = "x"\nbase_url = "http://localhost:8000/v1"\n'
         'api_key_env = "MY_KEY"\ncontext_window = 8192\nmax_output = 1024\n'
         'prices = { input = "0.1", output = "0.2", cache_read = "0.1", cache_write = "0.1" }\n'
@@ -55,6 +56,7 @@ def test_user_file_merges_field_by_field(tmp_path):
     assert s.prices.output == Decimal("16.00")
     assert s.prices.input == Decimal("3.00")  # untouched fields survive
     assert s.base_url == "http://127.0.0.1:9"
+    assert s.api_key_env == "MY_PROXY_KEY"  # the layer that moved it named the key that goes there
     assert reg.get("mine/x").requests_per_minute == 60
     assert reg.digest != base.digest
     assert reg.sources[-1] == str(user)

@@ -22,13 +22,14 @@ from evalkit_core.store import SCHEMA_VERSION, Store, StoreError
 
 def test_store_schema_and_wal(tmp_path):
     with Store.open(tmp_path) as s:
-        assert s.schema_version == SCHEMA_VERSION == 1
+        assert s.schema_version == SCHEMA_VERSION == 2
         assert s._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in s._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"model_calls", "call_attempts", "budget", "budget_ledger", "budget_reservations", "registries",
-                "campaigns", "rollouts", "counterexamples", "schema_migrations"} <= tables  # fmt: skip
+                "campaigns", "rollouts", "counterexamples", "schema_migrations", "owners",
+                "campaign_leases"} <= tables  # fmt: skip
     with Store.open(tmp_path) as s:  # reopening does not migrate twice
-        assert s._db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+        assert s._db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 2
 
 
 def test_store_home_from_env(tmp_path, monkeypatch):
@@ -109,14 +110,15 @@ def test_retry_rules():
 def test_public_api_is_pinned():
     assert models.__all__ == sorted(models.__all__, key=lambda n: (not n.isupper(), n))
     assert set(models.__all__) == {
-        "PROVIDERS", "REGISTRY_ENV", "BudgetExceeded", "BudgetStatus", "CallAttempt", "CallRecord", "Completion",
-        "JsonValue", "Message", "MissingKeyError", "ModelBackend", "ModelClient", "ModelEntry", "ModelError",
-        "Prices", "Registry", "RegistryError", "Request", "RetryPolicy", "SimContext", "SimSpec", "TokenBucket",
-        "ToolCall", "ToolSpec", "Usage", "backoff_delay", "budget_status", "call_attempts", "complete",
-        "completion_from_json", "completion_to_json", "cost_of", "is_retryable_status", "json_mutants",
-        "list_calls", "load_registry", "parse_cap", "parse_since", "recompute_cost", "release_stale_reservations",
-        "request_from_json", "request_to_json", "retry_after_seconds", "set_budget_cap", "text_mutants",
-        "worst_case_cost",
+        "DEFAULT_TIMEOUTS", "PROVIDERS", "REGISTRY_ENV", "BudgetExceeded", "BudgetScope", "BudgetStatus",
+        "CallAttempt", "CallRecord", "Completion", "JsonValue", "Message", "MissingKeyError", "ModelBackend",
+        "ModelClient", "ModelEntry", "ModelError", "Prices", "RecordFn", "Registry", "RegistryError", "Request",
+        "RetryPolicy", "SimContext", "SimSpec", "Timeouts", "TokenBucket", "ToolCall", "ToolSpec",
+        "UnknownOutcome", "Usage", "backoff_delay", "budget_status", "call_attempts", "charged_for_label",
+        "complete", "completion_from_json", "completion_to_json", "cost_of", "is_retryable_status",
+        "json_mutants", "key_routes", "list_calls", "load_registry", "parse_cap", "parse_since", "parse_timeouts",
+        "recompute_cost", "reconcile", "redact", "request_from_json", "request_to_json", "retry_after_seconds",
+        "set_budget_cap", "settle_from_invoice", "text_mutants", "unknown_outcomes", "worst_case_cost",
     }  # fmt: skip
     assert store_pkg.__all__ == sorted(store_pkg.__all__, key=lambda n: (not n.isupper(), n))
     for name in models.__all__:

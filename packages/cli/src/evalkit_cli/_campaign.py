@@ -47,8 +47,22 @@ def _print_report(report: CampaignReport) -> None:
 def _print_outcome(outcome: RunOutcome) -> None:
     typer.echo(
         f"run: {outcome.called} model call(s), {outcome.regraded} re-graded without a call, "
-        f"{outcome.skipped} already graded; spent ${outcome.spent_this_run} this run, ${outcome.spent_total} in all"
+        f"{outcome.skipped} already graded; charged ${outcome.spent_this_run} this run, ${outcome.spent_total} in all"
     )
+    if outcome.lost:
+        total = sum((c.charged for c in outcome.lost), Decimal(0))
+        typer.echo(
+            f"paid, answer lost: {len(outcome.lost)} call(s) in flight when an earlier run died, ${total} in all "
+            f"(charged at their worst case; made again): {', '.join(c.call_id for c in outcome.lost[:10])}"
+            + (" ..." if len(outcome.lost) > 10 else ""),
+            err=True,
+        )
+    if outcome.flagged:
+        typer.echo(
+            f"flagged: {outcome.flagged} answer(s) came with unusable or impossible usage; stored, charged at "
+            "their bound (see `evalkit calls list`)",
+            err=True,
+        )
     if outcome.mined:
         typer.echo(f"mined: {outcome.mined} new counterexample(s) banked; affected rollouts re-graded")
     for note in outcome.notes:
@@ -105,18 +119,35 @@ def run(
     workers: int | None = typer.Option(
         None, "--workers", help="Sandbox workers (default: the number of cores)."
     ),
+    timeout: str | None = typer.Option(
+        None,
+        "--timeout",
+        help="Model-call deadlines in seconds, over the campaign file's and the registry's: "
+        "connect=5,attempt=120,call=600 (any subset), or one number for the attempt deadline.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Run or resume a campaign; print its report and write results, report and receipt."""
+    from evalkit_core.models import parse_timeouts
     from evalkit_core.store import Store
     from evalkit_router import campaign_report, default_out_dir, run_campaign, write_campaign_outputs
+
+    deadlines = None if timeout is None else parse_timeouts(timeout, "--timeout")
+
+    def announce(line: str) -> None:
+        typer.echo(line, err=True)
 
     if sys.stderr.isatty() and not as_json:
         bar = _Bar()
         with bar.progress:
-            outcome = run_campaign(file, new_name=new_name, home=home, workers=workers, progress=bar)
+            outcome = run_campaign(
+                file, new_name=new_name, home=home, workers=workers, progress=bar, timeouts=deadlines,
+                announce=announce,
+            )  # fmt: skip
     else:
-        outcome = run_campaign(file, new_name=new_name, home=home, workers=workers)
+        outcome = run_campaign(
+            file, new_name=new_name, home=home, workers=workers, timeouts=deadlines, announce=announce
+        )
     with Store.open(home) as store:
         report = campaign_report(store, outcome.name)
         target = out if out is not None else default_out_dir(store, outcome.name)
@@ -135,6 +166,9 @@ def run(
             "model_errors": list(outcome.model_errors),
             "notes": list(outcome.notes),
             "mined": outcome.mined,
+            "spent_total_usd": str(outcome.spent_total),
+            "lost": [c.to_json() for c in outcome.lost],
+            "flagged": outcome.flagged,
         }
         payload["files"] = {"results": str(results), "report": str(report_path), "receipt": str(receipt)}
         typer.echo(json.dumps(payload, indent=2, sort_keys=True))
@@ -164,7 +198,7 @@ def status(
     cap = "none" if st.budget_usd is None else f"${st.budget_usd}"
     typer.echo(
         f"campaign {st.name} ({st.status}): graded {st.graded}/{st.planned}  stored but ungraded {st.ungraded}  "
-        f"missing {st.missing}  infra errors {st.infra_errors}  spent ${st.spent} of budget {cap}"
+        f"missing {st.missing}  infra errors {st.infra_errors}  charged ${st.spent} of budget {cap}"
     )
     typer.echo(f"file {st.file}")
 
@@ -200,17 +234,30 @@ def verify(
     registry: list[Path] | None = typer.Option(
         None, "--registry", help="Registry files on top of the shipped one (default: those in the receipt)."
     ),
-    key: str | None = typer.Option(
-        None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the key in --home]."
+    home: Path | None = typer.Option(
+        None,
+        "--home",
+        help="Also check every cost against the call record in this store (the 'ledger' check); its key is the trusted signer.",
     ),
-    home: Path | None = typer.Option(None, "--home", help=_HOME_HELP),
+    key: str | None = typer.Option(
+        None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the key in --home, else $EVALKIT_HOME]."
+    ),
 ) -> None:
-    """Re-check a campaign receipt offline (signature, body hash, every binding, the summary); exit 1 naming each mismatch."""
+    """Re-check a campaign receipt offline (signature, body hash, every binding, the summary); exit 1 naming each
+    mismatch. With --home, also check the costs against the store's call record."""
+    from evalkit_core.store import Store
     from evalkit_router import verify_campaign_receipt
 
-    checks = verify_campaign_receipt(
-        receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry, key=key, home=home
-    )
+    if home is not None:
+        with Store.open(home) as store:
+            checks = verify_campaign_receipt(
+                receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry,
+                store=store, key=key, home=home,
+            )  # fmt: skip
+    else:
+        checks = verify_campaign_receipt(
+            receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry, key=key
+        )
     for c in checks:
         typer.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}{'' if c.ok else ': ' + c.detail}")
     if not all(c.ok for c in checks):

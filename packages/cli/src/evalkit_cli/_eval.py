@@ -37,6 +37,9 @@ def eval_command(
     with progress_bar("grading", enabled=not as_json) as show:
         report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers, progress=show)
     s = report.summary
+    if not report.isolation.full:
+        # never silently: the verdicts were made behind a weaker wall than the design's
+        typer.echo(f"warning: weaker sandbox isolation: {'; '.join(report.isolation.weaker)}", err=True)
     if as_json:
         payload = {
             "summary": s,

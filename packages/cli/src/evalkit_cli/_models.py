@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from evalkit_core.models import BudgetStatus
+    from evalkit_core.models import BudgetStatus, UnknownOutcome
 
 __all__ = ["budget_app", "calls_app", "models_app"]
 
 models_app = typer.Typer(no_args_is_help=True, help="The model registry (shipped entries plus your files).")
-budget_app = typer.Typer(no_args_is_help=True, help="The global spending cap (USD) kept in the store.")
+budget_app = typer.Typer(
+    no_args_is_help=True,
+    help="The global spending cap (USD) kept in the store; reconcile calls whose process died.",
+)
 calls_app = typer.Typer(no_args_is_help=True, help="The record of model calls in the store.")
 
 _HOME_HELP = "Store directory (default: $EVALKIT_HOME, else .evalkit/ in the working directory)."
@@ -109,6 +112,19 @@ def _status_json(status: BudgetStatus) -> dict[str, Any]:
         "reserved": str(status.reserved),
         "remaining": None if status.remaining is None else str(status.remaining),
         "outstanding_reservations": status.outstanding,
+        "unknown_outcomes": status.unknown,
+        "unknown_charged": str(status.unknown_charged),
+    }
+
+
+def _outcome_json(u: UnknownOutcome) -> dict[str, Any]:
+    return {
+        "call_id": u.call_id,
+        "model_id": u.model_id,
+        "label": u.label,
+        "charged": str(u.charged),
+        "started_at": u.started_at,
+        "invoiced": u.invoiced,
     }
 
 
@@ -121,6 +137,28 @@ def _print_status(status: BudgetStatus, path: Path) -> None:
     typer.echo(f"reserved   ${status.reserved}  ({status.outstanding} call(s) in flight)")
     if status.remaining is not None:
         typer.echo(f"remaining  ${status.remaining}")
+    if status.unknown:
+        typer.echo(
+            f"unknown    {status.unknown} call(s) whose process died with the request in flight, charged "
+            f"${status.unknown_charged} at their worst case (`evalkit budget reconcile --actual FILE` settles "
+            "them from an invoice)"
+        )
+
+
+_SHOWN = 20  # unknown outcomes listed in text (all of them in --json)
+
+
+def _print_outcomes(title: str, outcomes: list[UnknownOutcome]) -> None:
+    if not outcomes:
+        return
+    typer.echo(title)
+    if len(outcomes) > _SHOWN:
+        typer.echo(f"  ... {len(outcomes) - _SHOWN} older ones (all of them with --json)")
+    for u in outcomes[-_SHOWN:]:
+        how = f"settled from {u.invoiced}" if u.invoiced else "outcome unknown"
+        typer.echo(
+            f"  call {u.call_id}  {u.model_id}  ${u.charged}  {how}" + (f"  [{u.label}]" if u.label else "")
+        )
 
 
 @budget_app.command("show")
@@ -128,16 +166,69 @@ def budget_show(
     home: Path | None = typer.Option(None, "--home", help=_HOME_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
-    """Show the cap, what has been spent, and what is reserved by calls in flight."""
-    from evalkit_core.models import budget_status
+    """Show the cap, what has been spent, and what is reserved by calls in flight.
+
+    Reservations left by processes that are gone are first charged at their worst case as unknown outcomes
+    (never released as zero) and listed by call id."""
+    from evalkit_core.models import budget_status, reconcile, unknown_outcomes
     from evalkit_core.store import Store
 
     with Store.open(home) as store:
+        found = reconcile(store)
         status = budget_status(store)
+        unknown = unknown_outcomes(store)
         if as_json:
-            _echo_json({"store": str(store.path), **_status_json(status)})
+            _echo_json(
+                {
+                    "store": str(store.path),
+                    **_status_json(status),
+                    "reconciled_now": [_outcome_json(u) for u in found],
+                    "unknown": [_outcome_json(u) for u in unknown],
+                }
+            )
         else:
             _print_status(status, store.path)
+            _print_outcomes("unknown outcomes (charged at their worst case):", unknown)
+
+
+@budget_app.command("reconcile")
+def budget_reconcile(
+    actual: Path | None = typer.Option(
+        None,
+        "--actual",
+        help="A provider invoice export: CSV with columns call_id, cost_usd (or JSON lines with those keys). "
+        "Replaces the worst-case charge of those unknown outcomes with what they cost.",
+    ),
+    home: Path | None = typer.Option(None, "--home", help=_HOME_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Charge the reservations of processes that are gone at their worst case (as unknown outcomes), and with
+    --actual settle unknown outcomes from the provider's invoice export (all rows or none)."""
+    from evalkit_core.models import budget_status, reconcile, settle_from_invoice
+    from evalkit_core.store import Store
+
+    with Store.open(home) as store:
+        found = reconcile(store)
+        settled = settle_from_invoice(store, actual) if actual is not None else []
+        status = budget_status(store)
+        if as_json:
+            _echo_json(
+                {
+                    "store": str(store.path),
+                    **_status_json(status),
+                    "reconciled_now": [_outcome_json(u) for u in found],
+                    "settled_from_invoice": [_outcome_json(u) for u in settled],
+                }
+            )
+            return
+        if not found and not settled:
+            typer.echo("nothing to reconcile: every reservation belongs to a live process")
+        _print_outcomes(
+            f"charged at their worst case as unknown outcomes ({len(found)} call(s) whose process is gone):",
+            found,
+        )
+        _print_outcomes(f"settled from {actual} ({len(settled)} call(s)):", settled)
+        _print_status(status, store.path)
 
 
 @budget_app.command("set")
@@ -198,6 +289,10 @@ def calls_list(
                     },
                     "cost": None if c.cost is None else str(c.cost),
                     "charged": str(c.charged),
+                    "worst_case": None if c.worst_case is None else str(c.worst_case),
+                    "label": c.label,
+                    "anomaly": c.anomaly,
+                    "invoiced": c.invoiced,
                     "request_digest": c.request_digest,
                     "response_digest": c.response_digest,
                     "registry_digest": c.registry_digest,
@@ -220,7 +315,16 @@ def calls_list(
             "-" if c.usage is None else str(c.usage.output_tokens),
             "-" if c.cost is None else f"${c.cost}",
             f"${c.charged}",
+            _note(c.anomaly, c.status, c.invoiced),
         ]
         for c in calls
     ]
-    _table(["STARTED (UTC)", "CALL", "MODEL", "STATUS", "ATT", "IN", "OUT", "COST", "CHARGED"], rows)
+    _table(["STARTED (UTC)", "CALL", "MODEL", "STATUS", "ATT", "IN", "OUT", "COST", "CHARGED", "NOTE"], rows)
+
+
+def _note(anomaly: str | None, status: str, invoiced: str | None) -> str:
+    if anomaly is not None:
+        return f"ANOMALY: {anomaly}"
+    if status == "unknown":
+        return f"settled from {invoiced}" if invoiced else "process died in flight: charged at worst case"
+    return ""

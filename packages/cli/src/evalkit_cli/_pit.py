@@ -28,7 +28,10 @@ def _fmt_return(v: float | None) -> str:
 def _print_run(receipt: dict[str, Any], receipt_path: Path, verify_args: list[str]) -> None:
     b = receipt["body"]
     receipt_sha = receipt["body_sha256"]
-    typer.echo(f"run         {b['run_id']}  valid={b['valid']}" + (f"  invalidated_by={','.join(b['invalidated_by'])}" if b["invalidated_by"] else ""))
+    typer.echo(
+        f"run         {b['run_id']}  valid={b['valid']}  masks={b['masks']}"
+        + (f"  invalidated_by={','.join(b['invalidated_by'])}" if b["invalidated_by"] else "")
+    )
     typer.echo(f"release     {b['protocol']['P5_window_provenance']['release']}  {b['binding']['bundle_content_digest']}")
     typer.echo(f"window      {b['window']['start']} .. {b['window']['end']}  ({b['window']['sessions']} sessions)")
     typer.echo(f"receipt     {receipt_path}  body {receipt_sha}")
@@ -45,7 +48,7 @@ def _print_run(receipt: dict[str, Any], receipt_path: Path, verify_args: list[st
     typer.echo("")
     p = b["probe"]
     if p["verdict"] == "not_run":
-        typer.echo(f"probe       not run ({p.get('reason', '')})")
+        typer.echo(f"probe       not run ({p.get('reason', '')}): the masks are unproven")
     else:
         typer.echo(
             f"probe       {p['verdict']}  ({p['items_asked']} items: date recovered {p['date_recovered']}, "
@@ -74,9 +77,9 @@ def run(
         _reexec_in_netns()
     import attrs
 
-    from evalkit.pit import RunConfig, load_config, load_prices, resolve_agent
+    from evalkit.pit import AgentSpecError, PricesError, RunConfig, load_config, load_prices, resolve_agent
     from evalkit.pit import run as pit_run
-    from evalkit_core import Release
+    from evalkit_core import Release, ReleaseError
     from evalkit_core._synth import DEMO, PRICE_SOURCE, demo_release_path
 
     overrides: dict[str, Any] = {}
@@ -103,11 +106,24 @@ def run(
         raise ConfigError("--price-source/--pulled-at: given without --prices")
     if overrides:
         cfg = attrs.evolve(cfg, **overrides)
-    the_agent = resolve_agent(cfg.agent)
-    bundle = Release.load(cfg.bundle_path)
-    the_prices = (
-        load_prices(cfg.prices_path, source=cfg.price_source or "", pulled_at=cfg.prices_pulled_at) if cfg.prices_path else None
-    )
+    cfg.check_outputs()  # before any work: a run that cannot write its outputs must not start
+    try:
+        the_agent = resolve_agent(cfg.agent)
+    except (ConfigError, AgentSpecError) as exc:
+        message = str(exc).removeprefix("agent: ")
+        raise (ConfigError(f"--agent: {message}") if agent else cfg.error("agent", message)) from None
+    try:
+        bundle = Release.load(cfg.bundle_path)
+    except ReleaseError as exc:
+        raise cfg.error("bundle_path", str(exc)) from None
+    the_prices = None
+    if cfg.prices_path:
+        try:
+            the_prices = load_prices(cfg.prices_path, source=cfg.price_source or "", pulled_at=cfg.prices_pulled_at)
+        except PricesError as exc:
+            if prices:  # the file came from --prices: its own message names it
+                raise
+            raise cfg.error("prices_path", str(exc)) from None
     scope = "process+netns" if os.environ.get(NETNS_ENV) == "1" else "process"
     key = _signing_key()
     with progress_bar("cells", enabled=not as_json) as bar:

@@ -307,8 +307,10 @@ def _validate(
     n = len(inputs)
     ref_a, ref_b, cand = sandbox.run_many(
         [
-            SandboxJob(task.reference, task.entry_point, tuple(inputs)),
-            SandboxJob(task.reference, task.entry_point, tuple(reversed(inputs))),
+            # the reference answers many inputs in one process (fresh=False: it is trusted, and the reversed
+            # second run still shows an order-dependent one); the candidate gets a fresh process per input
+            SandboxJob(task.reference, task.entry_point, tuple(inputs), fresh=False),
+            SandboxJob(task.reference, task.entry_point, tuple(reversed(inputs)), fresh=False),
             SandboxJob(candidate, task.entry_point, tuple(inputs)),
         ]
     )
@@ -342,7 +344,7 @@ def _validate(
     found: list[Counterexample] = []
     if disagreements:  # a third reference run confirms each disagreement before it counts
         confirm = sandbox.run(
-            SandboxJob(task.reference, task.entry_point, tuple(inputs[i] for i, _, _ in disagreements))
+            SandboxJob(task.reference, task.entry_point, tuple(inputs[i] for i, _, _ in disagreements), fresh=False)
         )
         for (i, expected, actual), again in zip(disagreements, confirm.tests, strict=True):
             p = pending[i]

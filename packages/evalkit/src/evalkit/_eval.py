@@ -320,7 +320,14 @@ def model_completions(tasks: Sequence[Task], model_id: str, k: int, *, concurren
                 async with gate:
                     return task, j, await client.complete(model_id, model_request(task, j, temperature=0.0 if j == 0 else 0.8))
 
-            return list(await asyncio.gather(*(one(t, j) for t in tasks for j in range(k))))
+            # a TaskGroup, not gather: the first failure (a budget refusal) cancels the other calls, and they
+            # settle their reservations before the client closes the store
+            try:
+                async with asyncio.TaskGroup() as group:
+                    running = [group.create_task(one(t, j)) for t in tasks for j in range(k)]
+            except BaseExceptionGroup as failed:
+                raise failed.exceptions[0] from None
+            return [r.result() for r in running]
 
     return asyncio.run(go())
 

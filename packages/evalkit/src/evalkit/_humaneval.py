@@ -67,7 +67,9 @@ def _convert(problem: dict[str, str]) -> tuple[dict[str, JSON], str]:
         "arg_types": [_type_of(p.annotation) for p in params],
         "return_type": _type_of(func.returns),
         "public_tests": [],
-        "hidden_tests": [{"check": problem["test"]}],
+        # the check runs outside the candidate, so helpers it calls from the prompt (poly, encode_cyclic, ...) come
+        # from the task's own prompt, never from the candidate's module
+        "hidden_tests": [{"check": problem["test"], "context": prompt}],
     }
     reference = prompt + problem["canonical_solution"]
     return data, reference

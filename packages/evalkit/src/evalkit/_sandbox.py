@@ -1,49 +1,46 @@
-"""The sandbox: runs candidate code in forked children of a clean template interpreter.
+"""The sandbox: grades candidate code behind the wall (:mod:`evalkit._wall`), one jailed process per test.
 
-Layers (each is recorded in :class:`Isolation`, so a report says what was really in effect):
+For each test the host asks its worker's zygote for a fresh jailed process (own pid, mount and IPC namespaces,
+a read-only root holding only the interpreter, a private ``/job`` tmpfs, no network, a uid no other running job
+has, rlimits, seccomp) that loads the candidate's module from scratch, so no test's verdict depends on which
+tests ran before it. The host sends the candidate its source and then the call's arguments on pipes made for
+that test, and reads back data (tagged JSON, see :mod:`evalkit._tagged`):
 
-- a template ``python -s -S -P`` started with a stripped environment (only ``PYTHONHASHSEED=0``, ``PATH`` and
-  ``LANG``; ``-E`` is not used because it would also drop the fixed hash seed, and set iteration order must not
-  change verdicts), in its own session; it never runs candidate code;
-- when ``unshare`` works (root): a fresh network namespace (no route out) and a mount namespace; when the
-  interpreter lives under a directory an unprivileged user cannot enter (``/root/.pyenv``), its prefix is
-  bind-mounted into the sandbox's base directory inside that namespace only;
-- per job a forked child in a new session, in a fresh directory of its own, running (when the harness is root) as
-  an unprivileged uid reserved for that worker slot, with rlimits (CPU, address space, file size, open files,
-  processes = 1, no core) set before the candidate loads, an audit hook refusing processes, signals, sockets,
-  ctypes, frame and gc introspection and writes outside its directory;
-- results return on a dedicated pipe as JSON lines carrying a nonce made after the fork; return values must be
-  plain JSON (no NaN, no custom classes) and are compared outside, by the verifier;
-- the template enforces a wall-clock deadline per test and kills the child's process group; after a crash or a
-  hang it forks a fresh child for the remaining tests, so one bad test does not take the others with it.
+- a **call test** is one call whose reply the verifier compares with the expected value, outside;
+- an **assert-style check** runs in a second jailed process (the checker, another uid) that holds the check
+  program and calls the candidate through a proxy over a pipe pair; the candidate process never holds the check,
+  its expected values, or anything that could vouch for a pass.
+
+The host enforces every wall-clock limit (loading, then the test), end to end, and kills a job through its pidfd:
+pid 1 of a pid namespace takes every process of the job with it. Every reply is read with a size cap and decoded
+with a depth cap; whatever a candidate's process does (garbage, silence, a crash, a huge or deeply nested value)
+becomes that test's verdict. Only a failure of the wall itself is an infrastructure error, and only after a
+known-good canary job on the same worker confirms it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import errno
+import math
 import os
 import queue
 import select
-import shutil
-import signal
-import stat
-import subprocess
-import sys
-import sysconfig
-import tempfile
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self, cast
 
 import attrs
 
+from evalkit._tagged import TaggedError, tagged_decode, tagged_encode, tagged_to_json
 from evalkit._tasks import JSON
+from evalkit._wall import Spawned, WallError, WallPolicy, Zygote, describe_status, uid_block
 
 __all__ = [
     "Isolation",
@@ -56,21 +53,14 @@ __all__ = [
 
 RunStatus = Literal["value", "done", "raised", "timeout", "crash", "bad_return", "not_run"]
 LoadStatus = Literal["ok", "raised", "timeout", "crash", "missing", "infra"]
-_STATUSES = ("value", "done", "raised", "timeout", "crash", "bad_return")
 
-_UID_FLOOR = 200_000  # far above any uid in /etc/passwd; these uids own nothing that outlives a job
-_instances = iter(range(1 << 30))
-
-
-def _default_uid_base() -> int:
-    """A uid block of 8 per Sandbox, distinct across live processes (pid) and instances in one process, so
-    that one sandbox's RLIMIT_NPROC and process sweeps never touch another's children."""
-    return _UID_FLOOR + ((os.getpid() % 100_000) * 16 + next(_instances) % 16) * 8
+_MAX_MESSAGE = 1 << 20
+_MAX_JOB = 4 << 20
 
 
 @attrs.frozen
 class SandboxLimits:
-    """Per-test CPU seconds, the wall-clock allowance, and the rlimits of every sandboxed child."""
+    """Per-test CPU seconds, the wall-clock allowance, and the rlimits of every sandboxed process."""
 
     cpu_seconds: float = 3.0
     wall_seconds: float | None = (
@@ -81,7 +71,7 @@ class SandboxLimits:
     open_files: int = 64
     processes: int = 1
     output_bytes: int = 4096
-    # all of a job's files together, where a private tmpfs holds them (see Isolation.filesystem)
+    # all of a test's files together: its private tmpfs /job
     disk_bytes: int = 128 << 20
 
     @property
@@ -100,35 +90,63 @@ class SandboxLimits:
             "disk_bytes": self.disk_bytes,
         }
 
+    def rlimits(self) -> dict[str, int]:
+        # CPU: loading and the test each get cpu_seconds; the kernel's limit is the backstop (SIGXCPU)
+        return {
+            "core": 0,
+            "cpu": math.ceil(2 * self.cpu_seconds) + 1,
+            "as": self.memory_bytes,
+            "fsize": self.file_bytes,
+            "nofile": self.open_files,
+            "nproc": self.processes,
+        }
+
 
 @attrs.frozen
 class Isolation:
-    """What isolation was in effect (it depends on the machine: root or not, whether ``unshare`` works)."""
+    """What isolation was in effect, measured when the sandbox started (see :class:`evalkit._wall.WallReport`)."""
 
     user: str
     network: str
     filesystem: str
     interpreter: str
+    processes: str = ""
+    seccomp: str = ""
+    full: bool = False
 
     def to_json(self) -> dict[str, JSON]:
         return {
             "user": self.user,
             "network": self.network,
             "filesystem": self.filesystem,
+            "processes": self.processes,
+            "seccomp": self.seccomp,
             "interpreter": self.interpreter,
+            "full": self.full,
         }
+
+    @property
+    def weaker(self) -> list[str]:
+        """The layers missing from the full wall, for a one-line warning."""
+        return [s for s in (self.user, self.network, self.filesystem, self.processes, self.seccomp) if "NOT" in s]
 
 
 @attrs.frozen
 class SandboxJob:
-    """One candidate and the inputs of its tests: ``{"args": [...], "kwargs": {...}}`` or ``{"check": src}``.
+    """One candidate and the inputs of its tests: ``{"args": [...], "kwargs": {...}}`` for a call, or
+    ``{"check": src, "context": src}`` for an assert-style check (``context`` is task code the check may use,
+    such as HumanEval's prompt helpers; it runs with the check, outside the candidate).
 
-    Expected values never enter the sandbox for call-based tests.
+    Expected values never enter the sandbox. Consecutive call tests share one jailed process (a fresh one after
+    any crash or timeout); with ``fresh`` (the default) the candidate's module is loaded again before each test,
+    so no test sees globals, functions or default arguments another test left; ``fresh=False`` keeps one module
+    (the adversary's reference runs, where only speed matters). Each check runs with a process of its own.
     """
 
     source: str
     entry_point: str
     tests: tuple[Mapping[str, JSON], ...]
+    fresh: bool = True
 
 
 @attrs.frozen
@@ -151,238 +169,514 @@ class SandboxRun:
     infra_error: str | None = None
 
 
-class _Plan:
-    """How templates are launched on this machine (probed once per process)."""
-
-    def __init__(
-        self, *, drop_user: bool, netns: bool, tmpfs: bool, bind_prefix: str | None, python: str
-    ) -> None:
-        self.drop_user = drop_user
-        self.netns = netns
-        self.tmpfs = tmpfs  # job directories on a private tmpfs, mounted in the template's mount namespace
-        self.bind_prefix = bind_prefix
-        self.python = python
-
-
-def _world_reachable(path: str) -> bool:
-    p = Path(path)
-    for parent in [*reversed(p.parents), p]:
-        try:
-            mode = parent.stat().st_mode
-        except OSError:
-            return False
-        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
-            return False
-    return bool(p.stat().st_mode & stat.S_IROTH) if p.exists() else False
-
-
 @cache
-def _probe() -> _Plan:
-    python = os.path.realpath(sys.executable)
-    is_root = os.geteuid() == 0
-    unshare = shutil.which("unshare")
-    netns = tmpfs = False
-    if unshare and is_root:
-        with tempfile.TemporaryDirectory(prefix="evalkit-probe-") as mountpoint:
-            mount = _tmpfs_command(1)
-            tmpfs = _succeeds(
-                [unshare, "--mount", "--net", "--", "/bin/sh", "-c", mount, "sh", "size=1m", mountpoint]
-            )
-        netns = tmpfs or _succeeds([unshare, "--mount", "--net", "--", "true"])
-    bind_prefix: str | None = None
-    drop_user = is_root
-    if is_root:
-        stdlib = sysconfig.get_paths()["stdlib"]
-        if not (_world_reachable(python) and _world_reachable(stdlib)):
-            prefix = os.path.realpath(sys.base_prefix)
-            if (
-                netns
-                and python.startswith(prefix + "/")
-                and os.path.realpath(stdlib).startswith(prefix + "/")
-            ):
-                bind_prefix = prefix
-            else:
-                drop_user = False
-    return _Plan(drop_user=drop_user, netns=netns, tmpfs=tmpfs, bind_prefix=bind_prefix, python=python)
-
-
-def _tmpfs_command(k: int) -> str:
-    """The shell command, run inside ``unshare --mount``, that mounts a tmpfs for job directories at positional
-    parameter ``k + 1`` with the size option in parameter ``k``. The mount is private to the namespace
-    (util-linux unshare makes a new namespace's mounts private): the host never sees it, and it is gone when the
-    template exits, with whatever a candidate left in it."""
-    return f'mount -t tmpfs -o "mode=0711,nosuid,nodev,noexec,nr_inodes=16384,${{{k}}}" evalkit-jobs "${{{k + 1}}}"'
-
-
-def _succeeds(cmd: list[str]) -> bool:
-    try:
-        return subprocess.run(cmd, check=False, timeout=10, capture_output=True).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@cache
-def _child_source() -> str:
+def _payload_source() -> str:
     return resources.files("evalkit").joinpath("_sandbox_child.py").read_text(encoding="utf-8")
 
 
-class _Template:
-    """One running template process, bound to one worker slot (and, as root, one unprivileged uid)."""
-
-    def __init__(self, plan: _Plan, base: Path, slot: int, limits: SandboxLimits, uid_base: int) -> None:
-        self.slot = slot
-        self.uid = uid_base + slot if plan.drop_user else None
-        # where job directories are made: a private tmpfs mounted over base/jobs-<slot>, or base itself
-        self.jobs = str(base / f"jobs-{slot}") if plan.tmpfs else str(base)
-        settings: dict[str, JSON] = {
-            "jobs": self.jobs,
-            "slot": slot,
-            "uid": self.uid,
-            "gid": self.uid,
-            "cpu_seconds": limits.cpu_seconds,
-            "wall_seconds": limits.wall,
-            "memory_bytes": limits.memory_bytes,
-            "file_bytes": limits.file_bytes,
-            "open_files": limits.open_files,
-            "processes": limits.processes,
-            "output_bytes": limits.output_bytes,
-            "cpu_total": 0,
-        }
-        self._settings = settings
-        self._plan = plan
-        self._base = base
-        self._limits = limits
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._buf = b""
-
-    def start(self) -> None:
-        plan = self._plan
-        args = [json.dumps(self._settings)]
-        code = _child_source()
-        python = plan.python
-        mounts: list[str] = []  # shell commands run inside the new mount namespace, before the interpreter
-        params: list[str] = []
-        if plan.bind_prefix is not None:
-            mnt = self._base / "py"
-            mnt.mkdir(exist_ok=True)
-            python = str(mnt / Path(plan.python).relative_to(plan.bind_prefix))
-            mounts.append(f'mount --bind "${{{len(params) + 1}}}" "${{{len(params) + 2}}}"')
-            params += [plan.bind_prefix, str(mnt)]
-        if plan.tmpfs:
-            Path(self.jobs).mkdir(exist_ok=True)
-            mounts.append(_tmpfs_command(len(params) + 1))
-            params += [f"size={self._limits.disk_bytes}", self.jobs]
-        interpreter = [python, "-s", "-S", "-P", "-c", code, *args]
-        if mounts:
-            script = " && ".join([*mounts, f'shift {len(params)} && exec "$@"'])
-            cmd = ["unshare", "--mount", "--net", "--", "/bin/sh", "-c", script, "sh", *params, *interpreter]
-        elif plan.netns:
-            cmd = ["unshare", "--net", "--", *interpreter]
-        else:
-            cmd = interpreter
-        log = (self._base / f"template-{self.slot}.log").open("ab")
-        try:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env={"PYTHONHASHSEED": "0", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"},
-                cwd=self._base,
-                start_new_session=True,
-                close_fds=True,
-            )
-        finally:
-            log.close()
-        self._buf = b""
-        line = self._read_line(30.0)
-        if line is None or json.loads(line).get("t") != "template-ready":
-            self.stop()
-            raise OSError(f"the sandbox template did not start (see {self._base}/template-{self.slot}.log)")
-
-    def _read_line(self, timeout: float) -> bytes | None:
-        assert self.proc is not None
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        end = _monotonic() + timeout
-        while b"\n" not in self._buf:
-            remaining = end - _monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return line
-
-    def run(self, job: SandboxJob, job_id: int) -> SandboxRun:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        assert self.proc is not None
-        assert self.proc.stdin is not None
-        n = len(job.tests)
-        cpu_total = int(self._limits.cpu_seconds * (n + 1)) + 2
-        msg = {"id": job_id, "source": job.source, "entry_point": job.entry_point, "tests": list(job.tests)}
-        self._settings["cpu_total"] = cpu_total
-        try:
-            self.proc.stdin.write((json.dumps({**msg, "cpu_total": cpu_total}) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            self.stop()
-            return _infra(n, f"cannot reach the sandbox template: {exc}")
-        budget = (n + 1) * (self._limits.wall + 1.0) + 10.0
-        line = self._read_line(budget)
-        if line is None:
-            self.stop()
-            return _infra(n, "the sandbox template did not answer in time")
-        try:
-            reply = json.loads(line, parse_constant=_no_constant)
-        except ValueError as exc:
-            self.stop()
-            return _infra(n, f"the sandbox template answered malformed JSON ({exc})")
-        return _parse_reply(reply, n)
-
-    def stop(self) -> None:
-        proc = self.proc
-        self.proc = None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        if self.uid is not None:
-            kill_user_processes(self.uid)
-
-    def close(self) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.stop()
-
-
 def _monotonic() -> float:
-    import time
-
     return time.monotonic()
 
 
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed in sandbox results")
+class _Reader:
+    """Bytes from one pipe: whole lines (bounded) for a message pipe, or a capped capture for output."""
+
+    def __init__(self, fd: int, *, cap: int, lines: bool) -> None:
+        self.fd, self.cap, self.lines = fd, cap, lines
+        self.buf = bytearray()
+        self.total = 0
+        self.eof = False
+        self.overflow = False
+        self.messages: list[bytes] = []
+
+    def feed(self) -> None:
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.eof = True
+            return
+        self.total += len(chunk)
+        if not self.lines:
+            room = self.cap - len(self.buf)
+            if room > 0:
+                self.buf += chunk[:room]
+            return
+        if self.overflow:
+            return
+        self.buf += chunk
+        while True:
+            cut = self.buf.find(b"\n")
+            if cut < 0:
+                break
+            self.messages.append(bytes(self.buf[:cut]))
+            del self.buf[: cut + 1]
+        if len(self.buf) > self.cap:
+            self.overflow = True
+            self.buf.clear()
+
+
+class _Exchange:
+    """The pipes of one test: what to write (non-blocking, each closed when written) and what to read."""
+
+    def __init__(self) -> None:
+        self.readers: dict[int, _Reader] = {}
+        self.writes: dict[int, bytearray] = {}
+        self.closing: set[int] = set()
+        self.fds: list[int] = []
+
+    def pipe(self) -> tuple[int, int]:
+        r, w = os.pipe()
+        self.fds += [r, w]
+        return r, w
+
+    def read(self, fd: int, *, cap: int, lines: bool) -> _Reader:
+        os.set_blocking(fd, False)
+        reader = _Reader(fd, cap=cap, lines=lines)
+        self.readers[fd] = reader
+        return reader
+
+    def write(self, fd: int, data: bytes, *, close: bool) -> None:
+        """Queue ``data`` for ``fd``; with ``close`` the fd is closed once all of it is written."""
+        os.set_blocking(fd, False)
+        self.writes.setdefault(fd, bytearray()).extend(data)
+        if close:
+            self.closing.add(fd)
+
+    def close(self, fd: int) -> None:
+        if fd in self.fds:
+            self.fds.remove(fd)
+            os.close(fd)
+
+    def close_all(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+    def pump(self, deadline: float, done: Callable[[], bool]) -> bool:
+        """Move bytes until ``done()`` or every reader is at end of file; False when the deadline passed first."""
+        while not done():
+            live = [fd for fd, r in self.readers.items() if not r.eof]
+            if not live and not self.writes:
+                return True
+            remaining = deadline - _monotonic()
+            if remaining <= 0:
+                return False
+            wfds = list(self.writes)
+            ready_r, ready_w, _ = select.select(live, wfds, [], remaining)
+            for fd in ready_w:
+                buf = self.writes[fd]
+                try:
+                    n = os.write(fd, buf[: 1 << 16])
+                except BlockingIOError:
+                    continue
+                except OSError as exc:  # the reader is gone (EPIPE): it ended; what it said is read below
+                    if exc.errno != errno.EPIPE:
+                        raise
+                    n = len(buf)
+                del buf[:n]
+                if not buf:
+                    del self.writes[fd]
+                    if fd in self.closing:
+                        self.close(fd)
+            for fd in ready_r:
+                self.readers[fd].feed()
+        return True
+
+
+def _decode(raw: bytes) -> list[object] | None:
+    try:
+        value = tagged_decode(raw, max_bytes=_MAX_MESSAGE)
+    except TaggedError:
+        return None
+    return cast("list[object]", value) if type(value) is list and value else None
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+class _Worker:
+    """One zygote and the uids it hands out; used by one thread at a time."""
+
+    def __init__(self, sandbox: Sandbox, slot: int) -> None:
+        self._box = sandbox
+        self.slot = slot
+        self.zygote = self._zygote(namespaces="namespaces" not in sandbox.without)
+        self.checked = False
+        self._checker: Spawned | None = None
+        self._checker_sock: socket.socket | None = None
+        self._checker_exit: int | None = None
+
+    def _zygote(self, *, namespaces: bool) -> Zygote:
+        without = self._box.without
+        return Zygote(
+            WallPolicy(),
+            _payload_source(),
+            label=f"sandbox-{self.slot}",
+            bwrap="bwrap" not in without,
+            namespaces=namespaces,
+            seccomp="seccomp" not in without,
+        )
+
+    def _uid(self) -> int:
+        return self._box.next_uid()
+
+    def ensure(self) -> None:
+        """Start the zygote and prove it with a canary job; drop a layer the machine cannot give (recorded)."""
+        if self.zygote.running and self.checked:
+            return
+        self._checker = self._checker_sock = None
+        self.zygote.start()
+        if self._canary():
+            self.checked = True
+            return
+        self.zygote.stop()
+        self.zygote = self._zygote(namespaces=False)
+        self.zygote.start()
+        if not self._canary():
+            self.zygote.stop()
+            raise WallError("the sandbox's canary job failed even without namespaces")
+        self.checked = True
+        self._box.note_degraded("namespaces")
+
+    def _canary(self) -> bool:
+        job = SandboxJob("def canary(x):\n    return [x, x * 2]\n", "canary", ({"args": [21], "kwargs": {}},))
+        try:
+            run = self._calls(job, [0])
+        except WallError:
+            return False
+        return run[1] == "ok" and run[0][0] == TestRun("value", [21, 42])
+
+    # ------------------------------------------------------------------------------------------- one job
+
+    def run(self, job: SandboxJob) -> SandboxRun:
+        n = len(job.tests)
+        limits = self._box.limits
+        try:
+            self.ensure()
+        except WallError as exc:
+            return _infra(n, f"sandbox infrastructure error: {exc}")
+        results: list[TestRun | None] = [None] * n
+        output = bytearray()
+        total_output = 0
+        load: tuple[LoadStatus, str] | None = None
+        i = 0
+        while i < n:
+            test = job.tests[i]
+            group = [i]  # a check alone; consecutive call tests share a process (each on a fresh module)
+            while "check" not in test and group[-1] + 1 < n and "check" not in job.tests[group[-1] + 1]:
+                group.append(group[-1] + 1)
+            try:
+                runs, status, detail, out, out_total = self._attempt(job, group)
+            except WallError as exc:
+                return _infra(n, f"sandbox infrastructure error: {exc}")
+            output += out[: max(0, limits.output_bytes - len(output))]
+            total_output += out_total
+            if status != "ok":
+                if i == 0 or load is None:
+                    load = (status, detail)
+                    break
+                # loading failed now, after it worked for an earlier test: that test's verdict
+                results[i] = TestRun("crash" if status == "crash" else "raised", error=f"while loading: {detail}")
+                i += 1
+                continue
+            load = load or ("ok", "")
+            for k, r in zip(group, runs, strict=False):
+                results[k] = r
+            answered = len(runs)
+            i = group[0] + max(1, answered)
+        if load is None:
+            load = ("ok", "")
+        if load[0] != "ok":
+            results = [TestRun("not_run")] * n
+        return SandboxRun(
+            tests=tuple(r or TestRun("not_run") for r in results),
+            load_status=load[0],
+            load_error=load[1],
+            output=output.decode("utf-8", "replace"),
+            output_truncated=total_output > limits.output_bytes,
+        )
+
+    def _attempt(
+        self, job: SandboxJob, group: list[int]
+    ) -> tuple[list[TestRun], LoadStatus, str, bytes, int]:
+        """Run one group of tests; a wall failure is retried once after a canary job proves the worker."""
+        for attempt in range(2):
+            try:
+                if "check" in job.tests[group[0]]:
+                    return self._check(job, group[0])
+                return self._calls(job, group)
+            except WallError:
+                self.checked = False
+                self.zygote.stop()
+                if attempt == 1:
+                    raise
+                self.ensure()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _job_line(self, job: SandboxJob) -> bytes:
+        body = {"source": job.source, "entry_point": job.entry_point, "cpu_seconds": self._box.limits.cpu_seconds}
+        return (tagged_encode(body) + "\n").encode()
+
+    def _load_outcome(self, line: bytes | None, *, timed_out: bool, exit_status: int | None) -> tuple[LoadStatus, str]:
+        """What loading came to, from the candidate's first message (or its absence)."""
+        if line is not None:
+            msg = _decode(line)
+            if msg is None or msg[0] != "loaded" or len(msg) < 2:
+                return "crash", "the candidate's process wrote garbage where its load status belongs"
+            kind = msg[1]
+            if kind == "ok":
+                return "ok", ""
+            if kind == "timeout":
+                return "timeout", f"CPU limit ({self._box.limits.cpu_seconds:g}s) exceeded while loading"
+            if kind == "missing":
+                return "missing", _text(msg[2]) if len(msg) > 2 else "missing entry point"
+            if kind == "raised" and len(msg) >= 4:
+                return "raised", f"{_text(msg[2])}: {_text(msg[3])}"
+            if kind != "gone":
+                return "crash", "the candidate's process wrote an unknown load status"
+        if timed_out:
+            return "timeout", f"wall clock ({self._box.limits.wall:g}s) exceeded while loading"
+        return _status_verdict(exit_status)
+
+    def _calls(self, job: SandboxJob, group: list[int]) -> tuple[list[TestRun], LoadStatus, str, bytes, int]:
+        """One candidate process answering the calls of ``group`` (one test when the job is fresh)."""
+        limits = self._box.limits
+        ex = _Exchange()
+        spawned: Spawned | None = None
+        try:
+            out_r, out_w = ex.pipe()
+            in_r, in_w = ex.pipe()
+            rep_r, rep_w = ex.pipe()
+            spawned = self.zygote.spawn(
+                "candidate", [out_w, in_r, rep_w], uid=self._uid(), limits=limits.rlimits(), disk_bytes=limits.disk_bytes
+            )
+            for fd in (out_w, in_r, rep_w):
+                ex.close(fd)
+            ex.write(in_w, self._job_line(job), close=False)
+            out = ex.read(out_r, cap=limits.output_bytes, lines=False)
+            replies = ex.read(rep_r, cap=_MAX_MESSAGE, lines=True)
+            loaded = ex.pump(_monotonic() + limits.wall, lambda: bool(replies.messages) or replies.eof or replies.overflow)
+            first = replies.messages[0] if replies.messages else None
+            runs: list[TestRun] = []
+            outcome: tuple[LoadStatus, str] | None = None
+            if first is not None:
+                outcome = self._load_outcome(first, timed_out=False, exit_status=None)
+            if outcome is not None and outcome[0] == "ok":
+                for k in group:
+                    test = job.tests[k]
+                    call = [
+                        list(cast("list[JSON]", test.get("args") or [])),
+                        dict(cast("dict[str, JSON]", test.get("kwargs") or {})),
+                        job.fresh,
+                    ]
+                    ex.write(in_w, (tagged_encode(call) + "\n").encode(), close=k == group[-1])
+                    want = len(runs) + 2
+                    answered = ex.pump(
+                        _monotonic() + limits.wall,
+                        lambda w=want: len(replies.messages) >= w or replies.eof or replies.overflow,
+                    )
+                    if len(replies.messages) >= want:
+                        runs.append(_call_result(replies.messages[want - 1]))
+                        if runs[-1].status == "timeout":
+                            break
+                        continue
+                    if replies.overflow:
+                        runs.append(TestRun("bad_return", error=f"reply larger than {_MAX_MESSAGE} bytes"))
+                    elif not answered:
+                        runs.append(TestRun("timeout", error=f"wall clock ({limits.wall:g}s) exceeded"))
+                    else:
+                        runs.append(TestRun("crash"))  # its cause comes from the exit status below
+                    break
+            need_status = outcome is None or (runs and runs[-1].status == "crash" and not runs[-1].error)
+            self.zygote.confirm(spawned)  # a job the wall could not start is the wall's failure, not a verdict
+            self.zygote.kill(spawned)
+            exit_status = self.zygote.exit_status(spawned) if need_status else None
+            if not need_status:
+                self.zygote.release(spawned)
+            spawned = None
+            _drain(out)
+            if outcome is None:
+                outcome = self._load_outcome(None, timed_out=not loaded, exit_status=exit_status)
+            if runs and runs[-1].status == "crash" and not runs[-1].error:
+                verdict = _status_verdict(exit_status)
+                runs[-1] = TestRun("timeout" if verdict[0] == "timeout" else "crash", error=verdict[1])
+            return runs, outcome[0], outcome[1], bytes(out.buf), out.total
+        finally:
+            if spawned is not None:
+                self.zygote.release(spawned)
+            ex.close_all()
+
+    def _check(self, job: SandboxJob, k: int) -> tuple[list[TestRun], LoadStatus, str, bytes, int]:
+        """An assert-style check: the checker (its own process and uid) calls the candidate over a pipe pair."""
+        limits = self._box.limits
+        test = job.tests[k]
+        ex = _Exchange()
+        spawned: list[Spawned] = []
+        try:
+            out_r, out_w = ex.pipe()
+            cin_r, cin_w = ex.pipe()  # checker -> candidate
+            cout_r, cout_w = ex.pipe()  # candidate -> checker
+            kin_r, kin_w = ex.pipe()  # host -> checker
+            kout_r, kout_w = ex.pipe()  # checker -> host
+            spawned.append(
+                self.zygote.spawn(
+                    "candidate", [out_w, cin_r, cout_w], uid=self._uid(), limits=limits.rlimits(), disk_bytes=limits.disk_bytes
+                )
+            )
+            self._send_check([kin_r, kout_w, cin_w, cout_r])
+            for fd in (out_w, cin_r, cout_w, kin_r, kout_w, cin_w, cout_r):
+                ex.close(fd)
+            body = {
+                "check": test["check"],
+                "context": test.get("context") or "",
+                "source": job.source,
+                "entry_point": job.entry_point,
+                "cpu_seconds": limits.cpu_seconds,
+            }
+            ex.write(kin_w, (tagged_encode(body) + "\n").encode(), close=True)
+            out = ex.read(out_r, cap=limits.output_bytes, lines=False)
+            verdict = ex.read(kout_r, cap=_MAX_MESSAGE, lines=True)
+            loaded = ex.pump(_monotonic() + limits.wall, lambda: bool(verdict.messages) or verdict.eof or verdict.overflow)
+            first = verdict.messages[0] if verdict.messages else None
+            outcome = self._load_outcome(first, timed_out=False, exit_status=None) if first is not None else None
+            finished = True
+            if outcome is not None and outcome[0] == "ok":
+                finished = ex.pump(
+                    _monotonic() + limits.wall, lambda: len(verdict.messages) >= 2 or verdict.eof or verdict.overflow
+                )
+            final = verdict.messages[1] if len(verdict.messages) >= 2 else None
+            if final is None:  # the check did not finish (or its server died): the server is replaced
+                self._drop_checker()
+            for s in spawned:
+                self.zygote.confirm(s)  # a job the wall could not start is the wall's failure, not a verdict
+                self.zygote.kill(s)
+            need_status = outcome is None or outcome[0] != "ok" or final is None or final.startswith(b'["candidate_gone"')
+            exits: list[int | None] = [None, self._checker_exit]
+            if need_status:
+                exits[0] = self.zygote.exit_status(spawned[0])
+            else:
+                for s in spawned:
+                    self.zygote.release(s)
+            spawned.clear()
+            _drain(out)
+            if outcome is None or (outcome[0] == "crash" and first is not None and first.startswith(b'["loaded","gone"')):
+                outcome = self._load_outcome(None, timed_out=not loaded, exit_status=exits[0])
+            if outcome[0] != "ok":
+                return [], outcome[0], outcome[1], bytes(out.buf), out.total
+            if not finished:
+                run = TestRun("timeout", error=f"wall clock ({limits.wall:g}s) exceeded")
+            elif verdict.overflow:
+                run = TestRun("crash", error="the checker's verdict was garbled")
+            else:
+                run = _check_result(final, exits[0], exits[1])
+            return [run], "ok", "", bytes(out.buf), out.total
+        finally:
+            for s in spawned:
+                self.zygote.release(s)
+            ex.close_all()
+
+    # ------------------------------------------------------------------------------------------- the checker
+
+    def _send_check(self, fds: list[int]) -> None:
+        """Hand one check's pipe ends to this worker's checker server (started on first use)."""
+        if self._checker is None:
+            host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                limits = {k: v for k, v in self._box.limits.rlimits().items() if k != "cpu"}  # it outlives checks
+                self._checker = self.zygote.spawn(
+                    "checker_server", [null, child.fileno()], uid=self._box.checker_uid(self.slot), limits=limits,
+                    disk_bytes=0, namespaces=False,
+                )
+            finally:
+                os.close(null)
+                child.close()
+            self._checker_sock = host
+            self._checker_exit = None
+        assert self._checker_sock is not None
+        try:
+            socket.send_fds(self._checker_sock, [b"c"], fds)
+        except OSError as exc:
+            self._drop_checker()
+            raise WallError(f"the checker is gone: {exc}") from exc
+
+    def _drop_checker(self) -> None:
+        checker, sock = self._checker, self._checker_sock
+        self._checker = self._checker_sock = None
+        if sock is not None:
+            sock.close()
+        if checker is not None:
+            self.zygote.kill(checker)
+            self._checker_exit = self.zygote.exit_status(checker)
+
+    def close(self) -> None:
+        self._drop_checker()
+        self.zygote.stop()
+
+
+def _drain(out: _Reader) -> None:
+    """Read what is left of the output pipe: what the killed job wrote before it ended. Non-blocking: a job
+    killed but not yet torn down may still hold the write end."""
+    for _ in range(64):
+        ready, _, _ = select.select([out.fd], [], [], 0)
+        if not ready or out.eof:
+            return
+        out.feed()
+
+
+def _status_verdict(status: int | None) -> tuple[LoadStatus, str]:
+    if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == 24:  # SIGXCPU
+        return "timeout", "CPU limit exceeded (killed by SIGXCPU)"
+    return "crash", describe_status(status)
+
+
+def _call_result(raw: bytes) -> TestRun:
+    msg = _decode(raw)
+    if msg is None:
+        return TestRun("bad_return", error="the reply is not a tagged JSON value (too large, too deep or garbled)")
+    kind = msg[0]
+    if kind == "value" and len(msg) == 2:
+        try:
+            return TestRun("value", value=cast("JSON", tagged_to_json(msg[1])))
+        except TaggedError as exc:
+            return TestRun("bad_return", error=str(exc))
+    if kind == "raised" and len(msg) == 3:
+        return TestRun("raised", error_type=_text(msg[1])[:100], error=_text(msg[2])[:300])
+    if kind == "unplain" and len(msg) == 2:
+        return TestRun("bad_return", error=_text(msg[1])[:300])
+    if kind == "timeout":
+        return TestRun("timeout", error="CPU time limit exceeded")
+    return TestRun("bad_return", error="the reply is not one the protocol knows")
+
+
+def _check_result(raw: bytes | None, candidate_exit: int | None, checker_exit: int | None) -> TestRun:
+    msg = _decode(raw) if raw is not None else None
+    if msg is None:
+        # the checker ended without a verdict: what the candidate handed it (a value too large for the check's
+        # memory, say) ended it; the candidate's own end says more when it ended first
+        verdict = _status_verdict(checker_exit)
+        return TestRun("crash", error=f"the check could not finish: {verdict[1]}")
+    kind = msg[0]
+    if kind == "done":
+        return TestRun("done")
+    if kind == "raised" and len(msg) == 3:
+        return TestRun("raised", error_type=_text(msg[1])[:100], error=_text(msg[2])[:300])
+    if kind == "check_error" and len(msg) == 3:
+        return TestRun("raised", error_type=_text(msg[1])[:100], error=f"the check program failed: {_text(msg[2])[:300]}")
+    if kind == "candidate_timeout":
+        return TestRun("timeout", error="CPU time limit exceeded")
+    if kind == "unplain" and len(msg) == 2:
+        return TestRun("bad_return", error=_text(msg[1])[:300])
+    if kind == "candidate_gone":
+        status, detail = _status_verdict(candidate_exit)
+        return TestRun("timeout" if status == "timeout" else "crash", error=detail)
+    return TestRun("crash", error="the checker answered something unknown")
 
 
 def _infra(n: int, reason: str) -> SandboxRun:
@@ -394,83 +688,22 @@ def _infra(n: int, reason: str) -> SandboxRun:
     )
 
 
-def _parse_reply(reply: object, n: int) -> SandboxRun:
-    if not isinstance(reply, dict):
-        return _infra(n, "the sandbox template answered something that is not an object")
-    r = cast("dict[str, JSON]", reply)
-    infra = r.get("infra")
-    if isinstance(infra, str):
-        return _infra(n, infra)
-    load = r.get("load")
-    results = r.get("results")
-    if not isinstance(load, dict) or not isinstance(results, list) or len(results) != n:
-        return _infra(n, "the sandbox template answered an incomplete reply")
-    load_status = load.get("status")
-    if load_status not in ("ok", "raised", "timeout", "crash", "missing"):
-        return _infra(n, f"unknown load status {load_status!r}")
-    runs: list[TestRun] = []
-    for item in results:
-        if not isinstance(item, dict):
-            runs.append(TestRun("not_run"))
-            continue
-        status = item.get("status")
-        if status not in _STATUSES:
-            runs.append(TestRun("crash", error=f"unknown status {status!r}"))
-            continue
-        runs.append(
-            TestRun(
-                cast("RunStatus", status),
-                value=item.get("value"),
-                error_type=str(item.get("error_type") or ""),
-                error=str(item.get("error") or ""),
-            )
-        )
-    load_error = load.get("error")
-    if load_status == "raised":
-        load_error = f"{load.get('error_type')}: {load_error}"
-    return SandboxRun(
-        tests=tuple(runs),
-        load_status=cast("LoadStatus", load_status),
-        load_error=str(load_error or ""),
-        output=str(r.get("output") or ""),
-        output_truncated=bool(r.get("output_truncated")),
-    )
-
-
-def kill_user_processes(uid: int) -> int:
-    """Kill every process owned by ``uid`` (a sandbox slot's uid); returns how many were signalled."""
-    if uid < 1000:  # never sweep system users  # pragma: no cover
-        return 0
-    killed = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat().st_uid != uid:
-                continue
-            os.kill(int(entry.name), signal.SIGKILL)
-            killed += 1
-        except (OSError, ValueError):
-            continue
-    return killed
-
-
-def user_processes(uid: int) -> list[int]:
-    """Pids of the processes owned by ``uid`` (for tests that check nothing is left behind)."""
+def user_processes(uids: Sequence[int] | int) -> list[int]:
+    """Pids of the processes owned by any of ``uids`` (for tests that check nothing is left behind)."""
+    wanted = {uids} if isinstance(uids, int) else set(uids)
     out: list[int] = []
-    for entry in Path("/proc").iterdir():
+    for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
+                if entry.stat().st_uid in wanted:
                     out.append(int(entry.name))
     return out
 
 
 class Sandbox:
-    """A pool of template processes, one per worker slot. Use as a context manager; it is thread-safe.
+    """A pool of wall workers (one zygote each). Use as a context manager; it is thread-safe.
 
-    ``run`` grades one candidate (all its tests in one child, re-forking only after a crash or hang);
-    ``run_many`` spreads candidates over the slots.
+    ``run`` grades one candidate; ``run_many`` spreads candidates over the workers.
     """
 
     def __init__(
@@ -479,107 +712,131 @@ class Sandbox:
         *,
         workers: int | None = None,
         uid_base: int | None = None,
+        without: frozenset[str] = frozenset(),
     ) -> None:
+        """``without`` leaves layers of the wall out (``bwrap``, ``namespaces``, ``seccomp``): for tests of the
+        weaker paths, and for a machine where a layer misbehaves. :attr:`isolation` says what was left out."""
+        unknown = set(without) - {"bwrap", "namespaces", "seccomp"}
+        if unknown:
+            raise ValueError(f"unknown wall layers: {sorted(unknown)}")
+        self.without = frozenset(without)
         self.limits = limits or SandboxLimits()
         # one per CPU by default: measured on HumanEval (164 checks), 2 workers on 2 CPUs beat 4 and 6
         self.workers = max(1, min(8, workers or (os.cpu_count() or 1)))
-        uid_base = uid_base if uid_base is not None else _default_uid_base()
-        self._plan = _probe()
-        self._base = Path(tempfile.mkdtemp(prefix="evalkit-sandbox-"))
-        self._base.chmod(0o711)
-        self._templates = [
-            _Template(self._plan, self._base, slot, self.limits, uid_base) for slot in range(self.workers)
-        ]
-        self._free: queue.Queue[_Template] = queue.Queue()
-        for t in self._templates:
-            self._free.put(t)
-        self._counter = 0
-        self._lock = threading.Lock()
+        self._uid_base = uid_base if uid_base is not None else uid_block()
+        self._uid_next = 0
+        self._uid_lock = threading.Lock()
+        self._degraded: set[str] = set()
+        self._workers = [_Worker(self, slot) for slot in range(self.workers)]
+        self._free: queue.Queue[_Worker] = queue.Queue()
+        for w in self._workers:
+            self._free.put(w)
         self._closed = False
         self._starters: list[threading.Thread] = []
 
+    def next_uid(self) -> int:
+        """A job's uid: the block's first 8 belong to the workers' checker servers, which outlive jobs; the other
+        1016 go round, and a uid comes back only after 1015 later jobs, long after its job's namespace is gone."""
+        with self._uid_lock:
+            uid = self._uid_base + 8 + self._uid_next % 1016
+            self._uid_next += 1
+            return uid
+
+    def checker_uid(self, slot: int) -> int:
+        return self._uid_base + slot
+
+    def note_degraded(self, layer: str) -> None:
+        self._degraded.add(layer)
+
+    @property
+    def uids(self) -> tuple[int, ...]:
+        """Every uid this sandbox may hand to a job (as root), for checks that nothing outlived a job."""
+        return tuple(range(self._uid_base, self._uid_base + 1024)) if os.geteuid() == 0 else ()
+
     def prestart(self) -> None:
-        """Start every worker's template now, in the background, so that their start-up overlaps whatever the
-        caller does before its first job (otherwise each starts on first use). A template that fails to start
-        here is started again, and the failure reported, by the job that needs it."""
+        """Start every worker's zygote now, in the background, so that start-up overlaps the caller's own work.
+        A worker that fails to start here is started again, and the failure reported, by its first job."""
         if self._closed or self._starters:
             return
-        for _ in self._templates:
+        for _ in self._workers:
             thread = threading.Thread(target=self._start_one, name="evalkit-sandbox-start", daemon=True)
             thread.start()
             self._starters.append(thread)
 
     def _start_one(self) -> None:
-        template = self._free.get()
+        worker = self._free.get()
         try:
-            if template.proc is None and not self._closed:
-                template.start()
+            if not self._closed:
+                worker.ensure()
         except (OSError, ValueError):
-            pass  # the first job on this template starts it again and reports what went wrong
+            pass
         finally:
-            self._free.put(template)
+            self._free.put(worker)
 
     @property
     def isolation(self) -> Isolation:
-        plan = self._plan
-        if plan.drop_user:
-            user = "unprivileged uid per worker slot"
-        elif os.geteuid() == 0:
-            user = "unchanged (root): the interpreter is not reachable by an unprivileged user"
+        worker = self._free.get()
+        try:
+            with contextlib.suppress(OSError):
+                worker.ensure()
+            z = worker.zygote
+        finally:
+            self._free.put(worker)
+        root = os.geteuid() == 0
+        bwrap = z.uses_bwrap
+        namespaces = z.namespaces
+        seccomp = z.seccomp_library is not None
+        why_bwrap = "left out by the caller" if "bwrap" in self.without else "bubblewrap is not installed"
+        user = (
+            "own uid per job (no other running job shares it)"
+            if root
+            else "NOT separated: the harness's own uid (not root)"
+        )
+        network = "network namespace without routes (bubblewrap)" if bwrap else f"NOT isolated: {why_bwrap}"
+        if bwrap and namespaces:
+            filesystem = (
+                "read-only root of the interpreter and system libraries only; private /job tmpfs"
+                f" ({self.limits.disk_bytes} bytes) per job"
+            )
+        elif bwrap:
+            why_ns = "left out by the caller" if "namespaces" in self.without else "the machine refused them"
+            filesystem = f"read-only root, but NOT a private /job per job (no mount namespace: {why_ns})"
+        elif namespaces:
+            filesystem = f"NOT isolated: the host's filesystem is visible ({why_bwrap}); private tmpfs per job"
         else:
-            user = "unchanged (not root)"
+            filesystem = f"NOT isolated: the host's filesystem is visible ({why_bwrap}, no mount namespace)"
+        processes = (
+            "own pid, mount and IPC namespaces and /proc per job; every process ends with the job"
+            if namespaces
+            else "NOT isolated: no pid namespace per job ("
+            + ("left out by the caller" if "namespaces" in self.without else "the machine refused them")
+            + ")"
+        )
+        seccomp_text = (
+            f"libseccomp filter: {len(z.denied)} syscalls refused, kill of other process groups refused"
+            if seccomp
+            else "NOT in effect: "
+            + ("left out by the caller" if "seccomp" in self.without else "libseccomp not found")
+        )
+        full = root and bwrap and namespaces and seccomp
         return Isolation(
             user=user,
-            network="network namespace without routes"
-            if plan.netns
-            else "audit hook only (unshare unavailable)",
-            filesystem=(
-                f"own directory on a private tmpfs ({self.limits.disk_bytes} bytes, this worker's mount namespace"
-                " only); writes elsewhere refused by the audit hook and file permissions"
-                if plan.tmpfs
-                else "own directory; writes elsewhere refused by the audit hook and file permissions"
-            ),
-            interpreter=plan.python,
+            network=network,
+            filesystem=filesystem,
+            interpreter=os.path.realpath(os.sys.executable),  # type: ignore[attr-defined]
+            processes=processes,
+            seccomp=seccomp_text,
+            full=full,
         )
-
-    @property
-    def base_dir(self) -> Path:
-        return self._base
-
-    def job_dirs(self) -> list[Path]:
-        """The job directories that exist right now, by a path the host can open: on a private tmpfs they are
-        reached through the template's ``/proc/<pid>/root``. Empty between jobs, whatever the jobs did."""
-        found: list[Path] = []
-        for t in self._templates:
-            root = Path(t.jobs)
-            if self._plan.tmpfs:
-                proc = t.proc
-                if proc is None or proc.poll() is not None:
-                    continue  # the namespace, and the tmpfs with it, ended with the template
-                root = Path(f"/proc/{proc.pid}/root") / t.jobs.lstrip("/")
-            with contextlib.suppress(FileNotFoundError):
-                found += [p for p in root.iterdir() if p.name.startswith(f"job-{t.slot}-")]
-        return sorted(found)
-
-    @property
-    def uids(self) -> tuple[int, ...]:
-        return tuple(t.uid for t in self._templates if t.uid is not None)
 
     def run(self, job: SandboxJob) -> SandboxRun:
         if self._closed:
             raise RuntimeError("the sandbox is closed")
-        template = self._free.get()
+        worker = self._free.get()
         try:
-            with self._lock:
-                self._counter += 1
-                job_id = self._counter
-            try:
-                return template.run(job, job_id)
-            except OSError as exc:
-                template.stop()
-                return _infra(len(job.tests), f"sandbox infrastructure error: {exc}")
+            return worker.run(job)
         finally:
-            self._free.put(template)
+            self._free.put(worker)
 
     def run_many(
         self, jobs: Sequence[SandboxJob], *, on_done: Callable[[], None] | None = None
@@ -598,15 +855,24 @@ class Sandbox:
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             return list(pool.map(one, jobs))
 
+    def settle(self) -> None:
+        """Wait until every process of every job that has returned is gone (jobs are killed when their verdict is
+        known; the kernel's teardown of their namespaces is collected in the background)."""
+        for _ in self._workers:
+            worker = self._free.get()
+            try:
+                worker.zygote.settle()
+            finally:
+                self._free.put(worker)
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         for thread in self._starters:
             thread.join()
-        for t in self._templates:
-            t.close()
-        shutil.rmtree(self._base, ignore_errors=True)
+        for w in self._workers:
+            w.close()
 
     def __enter__(self) -> Self:
         return self

@@ -187,12 +187,14 @@ class CallTest:
 
 @attrs.frozen
 class CheckTest:
-    """An assert-style check program defining ``check(candidate)`` (the HumanEval form)."""
+    """An assert-style check program defining ``check(candidate)`` (the HumanEval form). ``context`` is task code
+    the check may use (HumanEval's prompt, whose helpers some checks call); both run outside the candidate."""
 
     check: str
+    context: str = ""
 
     def to_json(self) -> dict[str, JSON]:
-        return {"check": self.check}
+        return {"check": self.check, "context": self.context} if self.context else {"check": self.check}
 
 
 @attrs.frozen
@@ -316,9 +318,13 @@ def _tests(path: Path, data: Mapping[str, JSON], name: str) -> tuple[CallTest | 
             raise TaskError(f"{where}: expected an object")
         if "check" in item:
             check = item["check"]
-            if not isinstance(check, str) or set(item) != {"check"}:
-                raise TaskError(f"{where}: an assert-style test is exactly {{'check': '<python source>'}}")
-            out.append(CheckTest(check))
+            context = item.get("context", "")
+            if not isinstance(check, str) or not isinstance(context, str) or not set(item) <= {"check", "context"}:
+                raise TaskError(
+                    f"{where}: an assert-style test is {{'check': '<python source>'}} with an optional"
+                    " 'context': '<python source>'"
+                )
+            out.append(CheckTest(check, context))
             continue
         args = item.get("args")
         kwargs = item.get("kwargs", {})

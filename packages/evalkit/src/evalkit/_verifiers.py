@@ -94,6 +94,9 @@ class Verdict:
     hidden: tuple[TestVerdict, ...]
     output: str = ""
     infra_error: str | None = None
+    # the wall this verdict was made behind: "full", or which layers were missing ("weaker: ..."); a structured
+    # verdict runs no code
+    isolation: str = "none needed"
 
     @property
     def public_passed(self) -> int:
@@ -127,6 +130,7 @@ class Verdict:
                 "tests": [t.to_json() for t in self.hidden],
             },
             "infra_error": self.infra_error,
+            "isolation": self.isolation,
         }
 
 
@@ -201,6 +205,28 @@ def _code_test_verdict(
     return TestVerdict(name, False, "crash", f"no result ({status})")
 
 
+# Phrases the harness itself writes about what a candidate attempted (the audit tripwire's refusals, an exit, a
+# return value that is not data): evidence for the reward-hacking checks, never a test's expected value.
+_EVIDENCE = re.compile(
+    r"sandbox: [^\n]{0,160}? is not allowed|\b(?:SystemExit|KeyboardInterrupt)\b"
+    r"|a value of type \w+ cannot be returned \(only built-in data types\)"
+)
+
+
+def _redact(verdict: TestVerdict) -> TestVerdict:
+    """A hidden test's verdict as results and receipts may show it: the reason, digests in place of what the
+    candidate returned and of the detail (which can hold an expected value or a check's message), and the
+    harness's own words about what the candidate attempted, if any. Public tests are shown whole."""
+    if not verdict.name.startswith("hidden/"):
+        return verdict
+    detail = f"{verdict.reason} (hidden test: detail withheld, {digest(verdict.detail)})" if verdict.detail else ""
+    evidence = _EVIDENCE.search(verdict.detail) if verdict.reason != "wrong_answer" else None
+    if evidence is not None:
+        detail += f"; {evidence.group(0)}"
+    actual = None if verdict.actual is None else digest(verdict.actual)
+    return attrs.evolve(verdict, detail=detail, actual=actual)
+
+
 def _names(task: CodeTask | StructuredTask) -> list[str]:
     if isinstance(task, CodeTask):
         return [f"public/{i}" for i in range(len(task.public_tests))] + [
@@ -224,7 +250,7 @@ def _split(
         task_digest=task.digest,
         settings_digest=settings.digest,
         public=tuple(verdicts[:n_public]),
-        hidden=tuple(verdicts[n_public:]),
+        hidden=tuple(_redact(v) for v in verdicts[n_public:]),
         output=output,
         infra_error=infra,
     )
@@ -240,7 +266,7 @@ def _job(task: CodeTask, source: str) -> SandboxJob:
     inputs: list[Mapping[str, JSON]] = []
     for t in (*task.public_tests, *task.hidden_tests):
         if isinstance(t, CheckTest):
-            inputs.append({"check": t.check})
+            inputs.append({"check": t.check, "context": t.context})
         else:  # only the inputs enter the sandbox; the expected value stays outside
             inputs.append({"args": list(t.args), "kwargs": dict(t.kwargs)})
     return SandboxJob(source=source, entry_point=task.entry_point, tests=tuple(inputs))
@@ -427,10 +453,14 @@ def grade_many(
             continue
         jobs.append(_job(task, source))
         job_index.append(i)
+    isolation = ""
+    if jobs:
+        iso = sandbox.isolation
+        isolation = "full" if iso.full else "weaker: " + "; ".join(iso.weaker)
     for i, run in zip(job_index, sandbox.run_many(jobs, on_done=tick), strict=True):
         task = items[i][0]
         assert isinstance(task, CodeTask)
-        out[i] = _code_verdict(task, settings, run)
+        out[i] = attrs.evolve(_code_verdict(task, settings, run), isolation=isolation)
     return [v for v in out if v is not None]
 
 

@@ -3,10 +3,12 @@ routing."""
 
 from evalkit_router._campaign import (
     CampaignStatus,
+    LostCall,
     PlannedRollout,
     ProgressFn,
     RunOutcome,
     adversarial_set,
+    campaign_label,
     campaign_status,
     plan_rollouts,
     rollout_key,
@@ -20,6 +22,7 @@ from evalkit_router._config import (
     load_campaign,
     select_tasks,
 )
+from evalkit_router._integrity import CampaignIntegrityError, check_rollout_costs
 from evalkit_router._report import (
     CampaignReport,
     ReceiptCheck,
@@ -53,9 +56,11 @@ __all__ = [
     "CampaignChangedError",
     "CampaignConfig",
     "CampaignError",
+    "CampaignIntegrityError",
     "CampaignReport",
     "CampaignStatus",
     "LiveDecision",
+    "LostCall",
     "ModelQuality",
     "PlannedRollout",
     "ProgressFn",
@@ -65,8 +70,10 @@ __all__ = [
     "RunOutcome",
     "adversarial_set",
     "calibrate",
+    "campaign_label",
     "campaign_report",
     "campaign_status",
+    "check_rollout_costs",
     "default_out_dir",
     "digest_of_rows",
     "family_of",

@@ -12,10 +12,23 @@ Model calls run concurrently on one asyncio loop through one ``ModelClient`` (it
 and call record). Grading runs in threads that each drive one slot of the sandbox's own process pool (a
 template interpreter per slot, sized to the cores), so grading never blocks the calls.
 
-Budget. The campaign's ``budget_usd`` is held like the model layer's global cap: before a call its worst case
-is reserved against ``spent + reserved`` of this campaign, and a call that would cross the cap is refused. A
-refusal (the campaign's own or the model layer's ``BudgetExceeded``) stops new calls; calls in flight finish
-and are stored; the outcome says how many rollouts are left and what they would cost at most.
+One runner at a time. A run holds the campaign's *lease* (a row naming its process, which the store keeps
+alive with a heartbeat): a second run of the same campaign, from any process, is refused with one line naming
+the holder; a lease whose process is gone is taken over.
+
+No paid answer is lost to a crash between the model layer and the campaign: the rollout row is written in the
+transaction that settles the call (``ModelClient.complete(record=...)``). A call that was in flight when the
+process died is charged at its worst case by the model layer as an *unknown outcome*; on resume the run
+reports every such call of this campaign ("paid, answer lost") with its cost, and makes it again.
+
+Budget. The campaign's ``budget_usd`` is a :class:`~evalkit_core.models.BudgetScope` over everything the
+model layer charged for this campaign's calls (label ``campaign:NAME``): failed attempts of unknown outcome and
+lost answers count, not only stored completions. Every attempt reserves its worst case against it as well as
+against the global cap. A refusal by the campaign's budget, or a global refusal that is not transient, stops
+new calls; calls in flight finish and are stored; the outcome says how many rollouts are left and what they
+would cost at most. A *transient* global refusal (the call would fit once the reservations in flight settle,
+e.g. those of another campaign sharing the cap) is retried with back-off, reconciling dead processes'
+reservations between tries, before the campaign halts.
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -56,16 +70,19 @@ from evalkit import (
 from evalkit_core import canonical_bytes, digest
 from evalkit_core.models import (
     BudgetExceeded,
+    BudgetScope,
+    Completion,
     ModelClient,
     ModelError,
     Registry,
-    Request,
+    Timeouts,
+    charged_for_label,
     completion_to_json,
+    key_routes,
     load_registry,
-    request_to_json,
-    worst_case_cost,
+    reconcile,
 )
-from evalkit_core.store import Store, utc_now
+from evalkit_core.store import Process, Store, is_alive, utc_now
 from evalkit_router._config import (
     CampaignChangedError,
     CampaignConfig,
@@ -76,13 +93,16 @@ from evalkit_router._config import (
     load_campaign,
     select_tasks,
 )
+from evalkit_router._integrity import check_rollout_costs
 
 __all__ = [
     "CampaignStatus",
+    "LostCall",
     "PlannedRollout",
     "ProgressFn",
     "RunOutcome",
     "adversarial_set",
+    "campaign_label",
     "campaign_status",
     "load_stored_campaign",
     "plan_rollouts",
@@ -94,9 +114,18 @@ __all__ = [
 ProgressFn = Callable[[int, int, Decimal], None]
 """``progress(done, total, spent_usd)``: called after each rollout is graded (and once at the start)."""
 
-_WIRE_SLACK_BYTES = 256  # a provider's wire body adds a few keys to the request's JSON form
 MINE_BUDGET = 200  # fuzz proposals per mined candidate
 MINE_SEED = 0
+# a transient global refusal is tried again this many times, waiting REFUSAL_BACKOFF * 2**n seconds (at most
+# REFUSAL_MAX_WAIT) before the n-th retry: about 25 s in all before the campaign halts
+REFUSAL_RETRIES = 8
+REFUSAL_BACKOFF = 0.1
+REFUSAL_MAX_WAIT = 8.0
+
+
+def campaign_label(name: str) -> str:
+    """The label the model layer records on every call a campaign makes (``model_calls.label``)."""
+    return f"campaign:{name}"
 
 
 def rollout_key(campaign: str, model_id: str, task_id: str, task_digest: str, sample: int) -> str:
@@ -121,6 +150,26 @@ class PlannedRollout:
 
 
 @attrs.frozen
+class LostCall:
+    """A call of this campaign that was paid (or may have been) but whose answer never reached a rollout: its
+    process died with the request in flight (status ``unknown``, charged at its worst case), or an older
+    evalkit lost it between settling and storing."""
+
+    call_id: str
+    model_id: str
+    status: str
+    charged: Decimal
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "call_id": self.call_id,
+            "model_id": self.model_id,
+            "status": self.status,
+            "charged_usd": str(self.charged),
+        }
+
+
+@attrs.frozen
 class RunOutcome:
     """What one ``campaign run`` did. ``status``: ``done`` (every rollout graded), ``halted`` (a budget refusal
     stopped it) or ``incomplete`` (model errors left rollouts without a completion; run again to retry them)."""
@@ -132,13 +181,17 @@ class RunOutcome:
     regraded: int  # stored completions graded in this run without a model call
     called: int  # model calls that returned a completion in this run
     model_errors: tuple[str, ...]
-    spent_this_run: Decimal
-    spent_total: Decimal
+    spent_this_run: Decimal  # everything the model layer charged for this campaign in this run
+    spent_total: Decimal  # ... and in all its runs (failed attempts and lost answers included)
     remaining: int
     remaining_worst_case: Decimal
     halted_by: str | None
     notes: tuple[str, ...]
     mined: int = 0  # counterexamples newly banked by this run (mine = true)
+    lost: tuple[LostCall, ...] = ()  # paid, answer lost: calls in flight when an earlier run died
+    flagged: int = (
+        0  # completions stored this run whose usage was unusable or impossible (charged at the bound)
+    )
 
 
 @attrs.frozen
@@ -284,7 +337,7 @@ def _open_campaign(
             )
         old_settings = cast("dict[str, JSON]", old.get("settings") or {})
         new_settings = config.settings_json()
-        for key in ("budget_usd", "concurrency"):
+        for key in ("budget_usd", "concurrency", "timeouts"):
             if old_settings.get(key) != new_settings[key]:
                 notes.append(f"{key} changed: {old_settings.get(key)} -> {new_settings[key]}")
     with store.transaction() as db:
@@ -313,14 +366,57 @@ def _stored_rollouts(store: Store, name: str) -> dict[str, tuple[str, str | None
     return {r[0]: (r[1], r[2], Decimal(r[3]), r[4]) for r in rows}
 
 
-def _store_completion(store: Store, name: str, p: PlannedRollout, completion: Mapping[str, object]) -> None:
+def _insert_rollout(db: sqlite3.Connection, name: str, p: PlannedRollout, completion: Completion) -> None:
+    """Inside the model layer's settle transaction: the rollout commits with the payment or not at all."""
+    data = completion_to_json(completion)
+    db.execute(
+        "INSERT INTO rollouts (rollout_key, campaign_id, task_id, task_digest, model_id, sample, call_id,"
+        " status, completion, cost, created_at, anomaly) VALUES (?, ?, ?, ?, ?, ?, ?, 'completed', ?, ?, ?, ?)",
+        (p.key, name, p.task.id, p.task.digest, p.model_id, p.sample, completion.call_id,
+         json.dumps(data, ensure_ascii=False, sort_keys=True), data["cost"], utc_now(), completion.anomaly),
+    )  # fmt: skip
+
+
+def _acquire_lease(store: Store, name: str) -> None:
+    """Take the campaign's lease, or refuse naming the live process that holds it."""
+    owner = store.owner_id
+    with store.transaction() as db:
+        row = db.execute(
+            "SELECT o.host, o.boot_id, o.pid, o.start_ticks, o.heartbeat_at, l.acquired_at"
+            " FROM campaign_leases l JOIN owners o ON o.owner_id = l.owner_id WHERE l.campaign_id = ?",
+            (name,),
+        ).fetchone()
+        if row is not None:
+            host, boot, pid, ticks, beat, since = row
+            if is_alive(Process(str(host), str(boot), int(pid), int(ticks)), str(beat)):
+                raise CampaignError(
+                    f"campaign {name!r} is already running: process {pid} on {host} holds its lease since "
+                    f"{since}; wait for it to finish (or stop it) and run again"
+                )
+        db.execute(
+            "INSERT OR REPLACE INTO campaign_leases (campaign_id, owner_id, acquired_at) VALUES (?, ?, ?)",
+            (name, owner, utc_now()),
+        )
+
+
+def _release_lease(store: Store, name: str) -> None:
     with store.transaction() as db:
         db.execute(
-            "INSERT INTO rollouts (rollout_key, campaign_id, task_id, task_digest, model_id, sample, call_id,"
-            " status, completion, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'completed', ?, ?, ?)",
-            (p.key, name, p.task.id, p.task.digest, p.model_id, p.sample, completion["call_id"],
-             json.dumps(completion, ensure_ascii=False, sort_keys=True), completion["cost"], utc_now()),
-        )  # fmt: skip
+            "DELETE FROM campaign_leases WHERE campaign_id = ? AND owner_id = ?", (name, store.owner_id)
+        )
+
+
+def _lost_calls(store: Store, name: str) -> list[LostCall]:
+    """Calls of this campaign that were (or may have been) paid and whose answer is in no rollout."""
+    with store.snapshot() as db:
+        rows = db.execute(
+            "SELECT c.call_id, c.model_id, c.status, c.charged FROM model_calls c"
+            " WHERE c.label = ? AND c.status IN ('unknown', 'ok')"
+            " AND NOT EXISTS (SELECT 1 FROM rollouts r WHERE r.call_id = c.call_id)"
+            " ORDER BY c.started_at, c.call_id",
+            (campaign_label(name),),
+        ).fetchall()
+    return [LostCall(str(a), str(b), str(c), Decimal(d)) for a, b, c, d in rows]
 
 
 def _store_verdict(store: Store, key: str, result: dict[str, JSON], infra_error: str | None) -> None:
@@ -353,6 +449,7 @@ def campaign_status(store: Store, name: str) -> CampaignStatus:
     infra = sum(1 for s, e, _, _ in stored.values() if s == "graded" and e is not None)
     budget = settings.get("budget_usd")
     file_block = cast("dict[str, JSON]", config["file"])
+    answers = sum((c for _, _, c, _ in stored.values()), Decimal(0))
     return CampaignStatus(
         name=name,
         status=status,
@@ -361,7 +458,7 @@ def campaign_status(store: Store, name: str) -> CampaignStatus:
         ungraded=len(stored) - graded - infra,
         missing=planned - len(stored),
         infra_errors=infra,
-        spent=sum((c for _, _, c, _ in stored.values()), Decimal(0)),
+        spent=max(answers, charged_for_label(store, campaign_label(name))),
         budget_usd=None if budget is None else Decimal(cast("str", budget)),
         file=cast("str", file_block["path"]),
     )
@@ -430,14 +527,6 @@ def plan_rollouts(name: str, models: Sequence[str], tasks: Sequence[Task], k: in
     ]
 
 
-def _worst_case(registry: Registry, model_id: str, request: Request) -> Decimal:
-    entry = registry.get(model_id)
-    size = len(canonical_bytes(request_to_json(request, include_sim_context=False)))
-    if not entry.simulated:
-        size += _WIRE_SLACK_BYTES
-    return worst_case_cost(entry, size, request.max_tokens)
-
-
 async def run_campaign_async(
     config: CampaignConfig,
     *,
@@ -445,21 +534,49 @@ async def run_campaign_async(
     client: ModelClient,
     sandbox: Sandbox,
     progress: ProgressFn | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> RunOutcome:
-    """Run (or resume) ``config`` with an open store, model client and sandbox. See the module docstring."""
+    """Run (or resume) ``config`` with an open store, model client and sandbox. See the module docstring.
+    ``announce`` is told, once the run is sure to go ahead and before any request, which key goes to which
+    host (one line each)."""
     registry = client.registry
     for m in config.models:
         registry.get(m)  # RegistryError (a ConfigError) names the unknown model and the known ones
     tasks = select_tasks(config)
+    _acquire_lease(store, config.name)
+    try:
+        return await _run_leased(
+            config, tasks, store=store, client=client, sandbox=sandbox, progress=progress, announce=announce
+        )
+    finally:
+        _release_lease(store, config.name)
+
+
+async def _run_leased(
+    config: CampaignConfig,
+    tasks: Sequence[Task],
+    *,
+    store: Store,
+    client: ModelClient,
+    sandbox: Sandbox,
+    progress: ProgressFn | None,
+    announce: Callable[[str], None] | None,
+) -> RunOutcome:
+    registry = client.registry
     registry_models = cast("Mapping[str, JSON]", registry.content.get("models", {}))
     ident = identity(config, tasks, {m: registry_models[m] for m in config.models})
     notes = _open_campaign(store, config, ident, registry)
     was_done = "was done" in notes
     notes = [n for n in notes if n != "was done"]
+    check_rollout_costs(store, config.name)  # never build on (or certify) a damaged record
+    if announce is not None:
+        for line in key_routes(registry, config.models):
+            announce(f"key {line}")
     plan = plan_rollouts(config.name, config.models, tasks, config.k)
     stored = _stored_rollouts(store, config.name)
     adversarial = {t.id: adversarial_set(store, t) for t in tasks}
     adv_digests = {t: _set_digest(tests) for t, tests in adversarial.items()}
+    lost = _lost_calls(store, config.name)
 
     def stale(p: PlannedRollout) -> bool:
         """Stored but not (validly) graded: no verdict, an infrastructure error, or an adversarial set that has
@@ -478,22 +595,24 @@ async def run_campaign_async(
         for p in plan
     }
 
-    spent_before = sum((c for _, _, c, _ in stored.values()), Decimal(0))
-    spent = spent_before
-    reserved = Decimal(0)
-    cap = config.budget_usd
+    label = campaign_label(config.name)
+    # what this campaign was charged before: the model layer's record (a store written before calls carried a
+    # label knows only the stored completions)
+    answers = sum((c for _, _, c, _ in stored.values()), Decimal(0))
+    spent_before = max(charged_for_label(store, label), answers)
+    scope = BudgetScope(f"campaign {config.name!r}", config.budget_usd, spent=spent_before)
     done = skipped
     called = 0
+    flagged = 0
     errors: list[str] = []
     failed: list[PlannedRollout] = []
     halt: BudgetExceeded | None = None
-    halt_source = ""
     loop = asyncio.get_running_loop()
     pool = ThreadPoolExecutor(max_workers=sandbox.workers, thread_name_prefix="campaign-grade")
 
     def report() -> None:
         if progress is not None:
-            progress(done, len(plan), spent)
+            progress(done, len(plan), scope.spent)
 
     async def grade(p: PlannedRollout, text: str) -> None:
         nonlocal done
@@ -505,33 +624,38 @@ async def run_campaign_async(
         report()
 
     async def call_worker(grading: asyncio.TaskGroup) -> None:
-        nonlocal spent, reserved, called, halt, halt_source
+        nonlocal called, flagged, halt
+        refusals = 0
         while to_call and halt is None:
             p = to_call.popleft()
             request = requests[(p.task.id, p.sample)]
-            worst = _worst_case(registry, p.model_id, request)
-            if cap is not None and spent + reserved + worst > cap:
-                halt = BudgetExceeded(p.model_id, cap=cap, spent=spent, reserved=reserved, needed=worst)
-                halt_source = "campaign"
-                to_call.appendleft(p)
-                return
-            reserved += worst
+
+            def record(db: sqlite3.Connection, completion: Completion, p: PlannedRollout = p) -> None:
+                _insert_rollout(db, config.name, p, completion)
+
             try:
-                completion = await client.complete(p.model_id, request)
+                completion = await client.complete(
+                    p.model_id, request, label=label, scope=scope, record=record
+                )
             except BudgetExceeded as exc:
-                if halt is None:
-                    halt, halt_source = exc, "global"
                 to_call.appendleft(p)
+                if exc.scope is None and exc.transient and refusals < REFUSAL_RETRIES and halt is None:
+                    # only reservations in flight stand in the way (this campaign's, another's, or a dead
+                    # process's): let them settle, reconcile the dead, and try again
+                    await asyncio.sleep(min(REFUSAL_MAX_WAIT, REFUSAL_BACKOFF * 2**refusals))
+                    refusals += 1
+                    reconcile(store)
+                    continue
+                if halt is None:
+                    halt = exc
                 return
             except ModelError as exc:
                 errors.append(f"{p.task.id} sample {p.sample} on {p.model_id}: {exc}")
                 failed.append(p)
                 continue
-            finally:
-                reserved -= worst
-            _store_completion(store, config.name, p, completion_to_json(completion))
-            spent += completion.cost
+            refusals = 0
             called += 1
+            flagged += completion.anomaly is not None
             grading.create_task(grade(p, completion.text))
             await asyncio.sleep(0)  # a call that never suspends (a sim model) must still let grading start
 
@@ -563,18 +687,16 @@ async def run_campaign_async(
     finally:
         pool.shutdown(wait=True)
     worst_left = sum(
-        (_worst_case(registry, p.model_id, requests[(p.task.id, p.sample)]) for p in remaining), Decimal(0)
+        (client.worst_case(p.model_id, requests[(p.task.id, p.sample)]) for p in remaining), Decimal(0)
     )
     halted_by: str | None = None
     if halt is not None:
-        how = (
-            "raise budget_usd in the campaign file and run it again to resume"
-            if halt_source == "campaign"
-            else "raise the global cap with `evalkit budget set` and run the campaign again to resume"
-        )
-        cap_text = (
-            f"campaign budget ${halt.cap}" if halt_source == "campaign" else f"global budget cap ${halt.cap}"
-        )
+        if halt.scope is not None:
+            cap_text = f"campaign budget ${halt.cap}"
+            how = "raise budget_usd in the campaign file and run it again to resume"
+        else:
+            cap_text = f"global budget cap ${halt.cap}"
+            how = "raise the global cap with `evalkit budget set` and run the campaign again to resume"
         halted_by = (
             f"{cap_text} reached: spent ${halt.spent} + in flight ${halt.reserved} + the next call's worst case "
             f"${halt.needed} > ${halt.cap}; {how}"
@@ -591,13 +713,15 @@ async def run_campaign_async(
         regraded=len(to_grade),
         called=called,
         model_errors=tuple(errors),
-        spent_this_run=spent - spent_before,
-        spent_total=spent,
+        spent_this_run=scope.spent - spent_before,
+        spent_total=scope.spent,
         remaining=len(remaining),
         remaining_worst_case=worst_left,
         halted_by=halted_by,
         notes=tuple(notes),
         mined=mined,
+        lost=tuple(lost),
+        flagged=flagged,
     )
 
 
@@ -608,18 +732,23 @@ def run_campaign(
     home: str | Path | None = None,
     workers: int | None = None,
     progress: ProgressFn | None = None,
+    timeouts: Timeouts | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Run or resume the campaign in ``path`` (under ``new_name`` if given) with the store in ``home``
-    (default ``$EVALKIT_HOME``). Sandbox workers default to the number of cores."""
+    (default ``$EVALKIT_HOME``). Sandbox workers default to the number of cores. ``timeouts`` override the
+    campaign file's (which override the registry's). ``announce`` is told, before any request, which key
+    goes to which host (one line each)."""
     config = load_campaign(path)
     if new_name is not None:
         if not new_name.strip():
             raise CampaignError("--new-name: expected a non-empty name")
         config = config.renamed(new_name.strip())
     registry = load_registry(config.registry)
+    deadlines = config.timeouts if timeouts is None else timeouts.over(config.timeouts)
 
     async def main(store: Store) -> RunOutcome:
-        async with ModelClient(registry=registry, store=store) as client:
+        async with ModelClient(registry=registry, store=store, timeouts=deadlines) as client:
             limits = (
                 SandboxLimits()
                 if config.cpu_seconds is None
@@ -627,7 +756,7 @@ def run_campaign(
             )
             with Sandbox(limits, workers=workers or os.cpu_count() or 1) as sandbox:
                 return await run_campaign_async(
-                    config, store=store, client=client, sandbox=sandbox, progress=progress
+                    config, store=store, client=client, sandbox=sandbox, progress=progress, announce=announce
                 )
 
     with Store.open(home) as store:

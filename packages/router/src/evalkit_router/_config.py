@@ -11,6 +11,8 @@ concurrency = 16         # optional: model calls in flight at once
 mine = false             # optional
 registry = []            # optional: registry files merged on top (relative to this file)
 cpu_seconds = 3.0        # optional: the sandbox's CPU limit per test (default: the verifier's)
+timeouts = { attempt = 120 }  # optional: model-call deadlines in seconds (connect, attempt, call) over the
+                              # registry entries' (a run setting; `campaign run --timeout` overrides it)
 
 [tasks]
 dir = "../tasks"         # relative to this file
@@ -20,8 +22,8 @@ ids = []                 # optional: explicit task ids (combined with glob: both
 
 The **identity** of a campaign is what decides its results: the name, the models (with their registry entries,
 so a price change is seen), the selected tasks (id -> content digest), K, temperature, max_tokens, cpu_seconds and mine. The
-budget cap and the concurrency are run settings: changing them between runs of one campaign is allowed (that is
-how a campaign halted by its cap is resumed with a higher one).
+budget cap, the concurrency and the timeouts are run settings: changing them between runs of one campaign is
+allowed (that is how a campaign halted by its cap is resumed with a higher one).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import attrs
 
 from evalkit import JSON, Task, TaskError, bank_digest, load_tasks
 from evalkit_core import EvalkitError, digest, file_digest
+from evalkit_core.models import Timeouts, parse_timeouts
 
 __all__ = [
     "CampaignChangedError",
@@ -59,6 +62,7 @@ _KEYS = {
     "registry",
     "tasks",
     "cpu_seconds",
+    "timeouts",
 }
 _TASK_KEYS = {"dir", "glob", "ids"}
 
@@ -91,6 +95,7 @@ class CampaignConfig:
     path: Path
     file_digest: str
     text: str
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
 
     def renamed(self, name: str) -> CampaignConfig:
         return attrs.evolve(self, name=name)
@@ -109,6 +114,7 @@ class CampaignConfig:
             "mine": self.mine,
             "registry": [str(p) for p in self.registry],
             "cpu_seconds": self.cpu_seconds,
+            "timeouts": cast("dict[str, JSON]", self.timeouts.to_json()),
         }
 
 
@@ -201,6 +207,9 @@ def load_campaign(path: str | Path) -> CampaignConfig:
         raise CampaignError(
             f"{_where(p, 'cpu_seconds')}: expected a number of seconds in (0, 60], got {cpu!r}"
         )
+    timeouts = Timeouts()
+    if "timeouts" in data:
+        timeouts = parse_timeouts(data["timeouts"], _where(p, "timeouts"), CampaignError)
     base = p.resolve().parent
     registry = tuple(base / r for r in _str_list(p, data.get("registry", []), "registry"))
     return CampaignConfig(
@@ -220,6 +229,7 @@ def load_campaign(path: str | Path) -> CampaignConfig:
         path=p.resolve(),
         file_digest=file_digest(p),
         text=text,
+        timeouts=timeouts,
     )
 
 

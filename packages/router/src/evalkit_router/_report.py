@@ -10,6 +10,12 @@ Definitions (per model; a rollout with a sandbox infrastructure error is counted
 - *cost*: exact Decimal sum of the stored completions' costs (infra-error rollouts cost money too);
   *cost per task* = cost / tasks; *cost per solved task* = cost / tasks solved by at least one sample.
   Ratios are rounded to 1e-9 USD; totals are exact.
+
+Integrity. Before a report (and so a results file or a receipt) is made, every stored rollout's cost is checked
+against the model layer's record of the call it came from (:func:`check_rollout_costs`): the completion JSON,
+the call row, the attempt that settled it and the budget ledger must agree, and the cost must be what the
+recorded usage costs at the recorded registry's prices (or, for a flagged reply, the bound charged instead).
+A mismatch is a :class:`CampaignIntegrityError` naming the row; no report is made from a damaged store.
 """
 
 from __future__ import annotations
@@ -44,11 +50,14 @@ from evalkit_core.models import RegistryError, load_registry
 from evalkit_core.store import Store
 from evalkit_router._campaign import load_stored_campaign
 from evalkit_router._config import CampaignError, load_campaign, select_tasks
+from evalkit_router._integrity import CampaignIntegrityError, check_rollout_costs
 
 __all__ = [
+    "CampaignIntegrityError",
     "CampaignReport",
     "ReceiptCheck",
     "campaign_report",
+    "check_rollout_costs",
     "default_out_dir",
     "digest_of_rows",
     "pass_at_k",
@@ -239,8 +248,10 @@ def _rows_bytes(rows: Sequence[Mapping[str, JSON]]) -> bytes:
 
 
 def campaign_report(store: Store, name: str) -> CampaignReport:
-    """Read campaign ``name`` from the store and compute its report (no model call, no grading)."""
+    """Read campaign ``name`` from the store and compute its report (no model call, no grading). The stored
+    costs are checked first (:func:`check_rollout_costs`)."""
     config, status = load_stored_campaign(store, name)
+    check_rollout_costs(store, name)
     ident = cast("dict[str, JSON]", config["identity"])
     with store.snapshot() as db:
         raw = db.execute(
@@ -342,13 +353,17 @@ def verify_campaign_receipt(
     tasks_dir: str | Path | None = None,
     results: str | Path | None = None,
     registry_paths: Sequence[str | Path] | None = None,
+    store: Store | None = None,
     key: str | None = None,
     home: str | Path | None = None,
 ) -> list[ReceiptCheck]:
     """Re-check a campaign receipt offline: the body hash, each binding (campaign file, task bank, registry,
     results) and that the summary is what the results file says. Paths default to those in the body's
     ``files``; the registry is rebuilt from the shipped one plus the recorded files (``$EVALKIT_REGISTRY`` is
-    ignored: the recorded list already holds what it named)."""
+    ignored: the recorded list already holds what it named). The signer must be the key in ``home`` (default
+    ``$EVALKIT_HOME``) or the one ``key`` names. With ``store``, one more check (``ledger``):
+    every row's cost is the stored rollout's, and the stored costs agree with the call record
+    (:func:`check_rollout_costs`)."""
     receipt = read_receipt(receipt_path)
     body = cast("dict[str, JSON]", receipt["body"])
     if body.get("kind") != RECEIPT_KIND:
@@ -417,7 +432,37 @@ def verify_campaign_receipt(
         )
     except (OSError, ValueError, KeyError) as exc:
         checks.append(ReceiptCheck("summary", False, f"cannot recompute from {rpath}: {exc}"))
+    if store is not None:
+        checks.append(_ledger_check(store, body, rpath))
     return checks
+
+
+def _ledger_check(store: Store, body: Mapping[str, JSON], results: Path) -> ReceiptCheck:
+    campaign = cast("dict[str, JSON]", body.get("campaign") or {})
+    name = str(campaign.get("name"))
+    try:
+        check_rollout_costs(store, name)
+        rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line]
+    except CampaignIntegrityError as exc:
+        return ReceiptCheck("ledger", False, str(exc))
+    except (OSError, ValueError) as exc:
+        return ReceiptCheck("ledger", False, f"cannot read {results}: {exc}")
+    with store.snapshot() as db:
+        stored = {
+            str(k): str(c)
+            for k, c in db.execute("SELECT rollout_key, cost FROM rollouts WHERE campaign_id = ?", (name,))
+        }
+    for row in cast("list[dict[str, JSON]]", rows):
+        key = str(row.get("key"))
+        if key not in stored:
+            return ReceiptCheck("ledger", False, f"{results}: rollout {key} is not in the store {store.path}")
+        if Decimal(str(row.get("cost"))) != Decimal(stored[key]):
+            return ReceiptCheck(
+                "ledger",
+                False,
+                f"{results}: rollout {key} costs ${row.get('cost')} but the store says ${stored[key]}",
+            )
+    return ReceiptCheck("ledger", True)
 
 
 # --------------------------------------------------------------------------------------------- the table

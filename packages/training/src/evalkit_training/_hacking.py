@@ -676,7 +676,9 @@ _DYNAMIC: tuple[tuple[Check, re.Pattern[str]], ...] = (
         ),
     ),
 )
-_NOT_PLAIN = re.compile(r"not a plain built-in type|return value is not JSON")
+_NOT_PLAIN = re.compile(
+    r"not a plain built-in type|return value is not JSON|cannot be returned \(only built-in data types\)"
+)
 
 
 def _shape(value: JSON) -> str:

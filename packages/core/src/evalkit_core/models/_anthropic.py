@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from evalkit_core.models._providers import Reply, ShapeError, count
+from evalkit_core.models._providers import Reply, ShapeError, UsageError, count, read_usage
 from evalkit_core.models._registry import ModelEntry
 from evalkit_core.models._types import Message, Request, ToolCall, Usage
 
@@ -71,9 +71,8 @@ def parse_reply(data: Any) -> Reply:
         raise ShapeError("expected a JSON object")
     d = cast("dict[str, Any]", data)
     content = d.get("content")
-    usage = d.get("usage")
-    if not isinstance(content, list) or not isinstance(usage, dict):
-        raise ShapeError("expected fields 'content' (a list) and 'usage' (an object)")
+    if not isinstance(content, list):
+        raise ShapeError("expected a field 'content' (a list)")
     texts: list[str] = []
     calls: list[ToolCall] = []
     for block in cast("list[Any]", content):
@@ -87,19 +86,26 @@ def parse_reply(data: Any) -> Reply:
             if not isinstance(args, dict):
                 raise ShapeError("tool_use block without an object 'input'")
             calls.append(ToolCall.of(str(b.get("id")), str(b.get("name")), cast("dict[str, Any]", args)))
-    u = cast("dict[str, Any]", usage)
-    if "input_tokens" not in u or "output_tokens" not in u:
-        raise ShapeError("usage lacks input_tokens or output_tokens")
+    usage, problem = read_usage(lambda: _usage(d.get("usage")))
+    stop = d.get("stop_reason")
     return Reply(
         text="".join(texts),
         tool_calls=tuple(calls),
-        stop_reason=d.get("stop_reason"),
-        usage=Usage(
-            input_tokens=count(u.get("input_tokens"), "input_tokens"),
-            output_tokens=count(u.get("output_tokens"), "output_tokens"),
-            cache_read_tokens=count(u.get("cache_read_input_tokens"), "cache_read_input_tokens"),
-            cache_write_tokens=count(u.get("cache_creation_input_tokens"), "cache_creation_input_tokens"),
-        ),
+        stop_reason=None if stop is None else str(stop),
+        usage=usage,
         reported_model=str(d.get("model", "")),
         raw=d,
+        usage_problem=problem,
+    )
+
+
+def _usage(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        raise UsageError("the reply has no 'usage' object")
+    u = cast("dict[str, Any]", usage)
+    return Usage(
+        input_tokens=count(u.get("input_tokens"), "input_tokens", required=True),
+        output_tokens=count(u.get("output_tokens"), "output_tokens", required=True),
+        cache_read_tokens=count(u.get("cache_read_input_tokens"), "cache_read_input_tokens"),
+        cache_write_tokens=count(u.get("cache_creation_input_tokens"), "cache_creation_input_tokens"),
     )

@@ -21,7 +21,7 @@ __all__ = ["CallAttempt", "CallRecord", "call_attempts", "list_calls", "parse_si
 _COLUMNS = (
     "call_id, started_at, finished_at, model_id, provider, api_model, reported_model, simulated, status, error,"
     " attempts, request_digest, response_digest, registry_digest, input_tokens, output_tokens, cache_read_tokens,"
-    " cache_write_tokens, cost, charged, stop_reason"
+    " cache_write_tokens, cost, charged, stop_reason, label, worst_case, anomaly, invoiced"
 )
 _AGO = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -48,7 +48,7 @@ class CallRecord:
     api_model: str
     reported_model: str | None
     simulated: bool
-    status: str  # pending | ok | error | refused
+    status: str  # pending | ok | error | refused | unknown (its process died with a request in flight)
     error: str | None
     attempts: int
     request_digest: str
@@ -58,6 +58,10 @@ class CallRecord:
     cost: Decimal | None  # exact cost of the successful attempt; None if the call did not succeed
     charged: Decimal  # what the budget was charged for the whole call (failed attempts of unknown outcome included)
     stop_reason: str | None
+    label: str | None = None  # who made it (a campaign: ``campaign:NAME``)
+    worst_case: Decimal | None = None  # what each attempt reserved: the most it could cost
+    anomaly: str | None = None  # why the reply was not taken at its word (then ``cost`` is the bound)
+    invoiced: str | None = None  # the invoice export an unknown outcome was settled from
 
 
 def _record(row: tuple[object, ...]) -> CallRecord:
@@ -83,6 +87,10 @@ def _record(row: tuple[object, ...]) -> CallRecord:
         cost,
         charged,
         stop,
+        label,
+        worst,
+        anomaly,
+        invoiced,
     ) = row
     usage = None if inp is None else Usage(int(str(inp)), int(str(out)), int(str(cr)), int(str(cw)))
     return CallRecord(
@@ -104,6 +112,10 @@ def _record(row: tuple[object, ...]) -> CallRecord:
         cost=None if cost is None else Decimal(str(cost)),
         charged=Decimal(str(charged)),
         stop_reason=None if stop is None else str(stop),
+        label=None if label is None else str(label),
+        worst_case=None if worst is None else Decimal(str(worst)),
+        anomaly=None if anomaly is None else str(anomaly),
+        invoiced=None if invoiced is None else str(invoiced),
     )
 
 

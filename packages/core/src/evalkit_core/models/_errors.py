@@ -27,20 +27,38 @@ class MissingKeyError(EvalkitError):
 
 
 class BudgetExceeded(EvalkitError):  # noqa: N818 - the name the design uses
-    """A call was refused because its worst-case cost would take spend plus reservations past the cap."""
+    """A call was refused because its worst-case cost would take spend plus reservations past the cap.
+
+    ``scope`` is None for the global cap, else the name of the :class:`BudgetScope` that refused (a
+    campaign's own budget)."""
 
     def __init__(
-        self, model_id: str, *, cap: Decimal, spent: Decimal, reserved: Decimal, needed: Decimal
+        self,
+        model_id: str,
+        *,
+        cap: Decimal,
+        spent: Decimal,
+        reserved: Decimal,
+        needed: Decimal,
+        scope: str | None = None,
     ) -> None:
+        how = "raise it with `evalkit budget set`" if scope is None else "raise it"
+        what = "budget cap" if scope is None else f"{scope} budget"
         super().__init__(
-            f"model {model_id!r}: budget cap ${cap} would be crossed: spent ${spent} + reserved ${reserved} "
-            f"+ this call's worst case ${needed} > ${cap}; raise it with `evalkit budget set`"
+            f"model {model_id!r}: {what} ${cap} would be crossed: spent ${spent} + reserved ${reserved} "
+            f"+ this call's worst case ${needed} > ${cap}; {how}"
         )
         self.model_id = model_id
         self.cap = cap
         self.spent = spent
         self.reserved = reserved
         self.needed = needed
+        self.scope = scope
+
+    @property
+    def transient(self) -> bool:
+        """True when only reservations in flight stand in the way: the call would fit once they settle."""
+        return self.spent + self.needed <= self.cap
 
 
 class ModelError(EvalkitError):
@@ -57,6 +75,7 @@ class ModelError(EvalkitError):
         attempts: int,
         status_code: int | None = None,
         call_id: str | None = None,
+        charged: Decimal = Decimal(0),
     ) -> None:
         noun = "attempt" if attempts == 1 else "attempts"
         super().__init__(f"model {model_id!r}: {reason} (after {attempts} {noun})")
@@ -65,3 +84,4 @@ class ModelError(EvalkitError):
         self.attempts = attempts
         self.status_code = status_code
         self.call_id = call_id
+        self.charged = charged  # what the budget was charged for the failed call

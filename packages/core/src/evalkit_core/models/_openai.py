@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from evalkit_core.models._providers import Reply, ShapeError, count
+from evalkit_core.models._providers import Reply, ShapeError, UsageError, count, read_usage
 from evalkit_core.models._registry import ModelEntry
 from evalkit_core.models._types import Message, Request, ToolCall, Usage
 
@@ -72,9 +72,8 @@ def parse_reply(data: Any, entry: ModelEntry) -> Reply:
         raise ShapeError("expected a JSON object")
     d = cast("dict[str, Any]", data)
     choices = d.get("choices")
-    usage = d.get("usage")
-    if not isinstance(choices, list) or not choices or not isinstance(usage, dict):
-        raise ShapeError("expected a non-empty 'choices' list and a 'usage' object")
+    if not isinstance(choices, list) or not choices:
+        raise ShapeError("expected a non-empty 'choices' list")
     choice = cast("list[Any]", choices)[0]
     if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
         raise ShapeError("choices[0] lacks a 'message' object")
@@ -91,8 +90,24 @@ def parse_reply(data: Any, entry: ModelEntry) -> Reply:
                 str(cast("dict[str, Any]", tc).get("id")), str(f.get("name")), str(f.get("arguments") or "")
             )
         )
+    usage, problem = read_usage(lambda: _usage(d.get("usage")))
+    stop = c.get("finish_reason")
+    return Reply(
+        text=str(msg.get("content") or ""),
+        tool_calls=tuple(calls),
+        stop_reason=None if stop is None else str(stop),
+        usage=usage,
+        reported_model=str(d.get("model") or entry.api_model),
+        raw=d,
+        usage_problem=problem,
+    )
+
+
+def _usage(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        raise UsageError("the reply has no 'usage' object")
     u = cast("dict[str, Any]", usage)
-    prompt = count(u.get("prompt_tokens"), "prompt_tokens")
+    prompt = count(u.get("prompt_tokens"), "prompt_tokens", required=True)
     details = u.get("prompt_tokens_details")
     cached = (
         count(cast("dict[str, Any]", details).get("cached_tokens"), "cached_tokens")
@@ -100,16 +115,9 @@ def parse_reply(data: Any, entry: ModelEntry) -> Reply:
         else 0
     )
     if cached > prompt:
-        raise ShapeError(f"cached_tokens {cached} exceeds prompt_tokens {prompt}")
-    return Reply(
-        text=str(msg.get("content") or ""),
-        tool_calls=tuple(calls),
-        stop_reason=c.get("finish_reason"),
-        usage=Usage(
-            input_tokens=prompt - cached,
-            output_tokens=count(u.get("completion_tokens"), "completion_tokens"),
-            cache_read_tokens=cached,
-        ),
-        reported_model=str(d.get("model") or entry.api_model),
-        raw=d,
+        raise UsageError(f"cached_tokens {cached} exceeds prompt_tokens {prompt}")
+    return Usage(
+        input_tokens=prompt - cached,
+        output_tokens=count(u.get("completion_tokens"), "completion_tokens", required=True),
+        cache_read_tokens=cached,
     )

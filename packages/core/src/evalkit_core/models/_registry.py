@@ -4,6 +4,11 @@ Merge rule: user files are applied in order; a model table in a user file adds a
 fields of an existing one (nested tables such as ``prices`` merge key by key). The registry's digest is the
 digest of the merged content; every call records it, and the store keeps the content under that digest, so a
 cost can be recomputed later from what was recorded.
+
+Keys follow hosts. A layer that changes the ``base_url`` of a model an earlier layer defined must name
+``api_key_env`` in the same table: otherwise a campaign file or ``$EVALKIT_REGISTRY`` could send the real
+provider key to another host without saying so. :func:`key_routes` lists which key goes to which host, and
+runs print it.
 """
 
 from __future__ import annotations
@@ -19,16 +24,21 @@ from typing import Any, Literal, cast
 import attrs
 
 from evalkit_core._canonical import digest
+from evalkit_core._errors import ConfigError, EvalkitError
 from evalkit_core.models._errors import RegistryError
 
 __all__ = [
+    "DEFAULT_TIMEOUTS",
     "PROVIDERS",
     "REGISTRY_ENV",
     "ModelEntry",
     "Prices",
     "Registry",
     "SimSpec",
+    "Timeouts",
+    "key_routes",
     "load_registry",
+    "parse_timeouts",
     "shipped_registry_text",
 ]
 
@@ -54,6 +64,69 @@ class Prices:
         return max(self.input, self.cache_read, self.cache_write)
 
 
+_TIMEOUT_FIELDS = ("connect", "attempt", "call")
+
+
+@attrs.frozen
+class Timeouts:
+    """Deadlines in seconds: ``connect`` (opening a connection, TLS included), ``attempt`` (one request from
+    connect to the last byte of the reply, however slowly it trickles) and ``call`` (every attempt, backoff
+    wait and rate-limit wait of one call together). A field left None takes its value from the layer below:
+    the CLI flag over the campaign file over the model's registry entry over :data:`DEFAULT_TIMEOUTS`."""
+
+    connect: float | None = None
+    attempt: float | None = None
+    call: float | None = None
+
+    def over(self, base: Timeouts) -> Timeouts:
+        """These values where set, ``base``'s elsewhere."""
+        return Timeouts(
+            connect=base.connect if self.connect is None else self.connect,
+            attempt=base.attempt if self.attempt is None else self.attempt,
+            call=base.call if self.call is None else self.call,
+        )
+
+    def to_json(self) -> dict[str, float | None]:
+        return {"connect": self.connect, "attempt": self.attempt, "call": self.call}
+
+
+DEFAULT_TIMEOUTS = Timeouts(connect=10.0, attempt=600.0, call=1800.0)
+
+
+def parse_timeouts(value: Any, where: str, error: type[EvalkitError] = ConfigError) -> Timeouts:
+    """A table (``{connect = 5, attempt = 60, call = 300}``, any subset), or text ``connect=5,attempt=60``,
+    or a bare number (the attempt deadline). Raises ``error`` naming ``where``."""
+    expected = "a table or text such as connect=5,attempt=60,call=300 (seconds, each > 0)"
+    table: dict[str, Any]
+    if isinstance(value, str):
+        text = value.strip()
+        table = {}
+        try:
+            if "=" not in text:
+                table["attempt"] = float(text)
+            else:
+                for part in text.split(","):
+                    name, _, number = part.partition("=")
+                    table[name.strip()] = float(number)
+        except ValueError:
+            raise error(f"{where}: {value!r}; expected {expected}") from None
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        table = {"attempt": value}
+    elif isinstance(value, dict):
+        table = cast("dict[str, Any]", value)
+    else:
+        raise error(f"{where}: {value!r}; expected {expected}")
+    unknown = sorted(set(table) - set(_TIMEOUT_FIELDS))
+    if unknown:
+        raise error(f"{where}: unknown deadline(s) {', '.join(unknown)}; expected connect, attempt, call")
+    out: dict[str, float] = {}
+    for name, v in table.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1e7:
+            raise error(f"{where}: {name} = {v!r}; expected a number of seconds > 0")
+        out[name] = float(v)
+    return Timeouts(**out)
+
+
 @attrs.frozen
 class SimSpec:
     success_rate: float
@@ -74,6 +147,7 @@ class ModelEntry:
     tokens_per_minute: float | None = None
     reserve_overhead_tokens: int = 0
     sim: SimSpec | None = None
+    timeouts: Timeouts = DEFAULT_TIMEOUTS
 
     @property
     def simulated(self) -> bool:
@@ -188,6 +262,11 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
         raise RegistryError(
             f"{where}: field 'reserve_overhead_tokens' = {overhead!r}; expected a non-negative integer"
         )
+    timeouts = DEFAULT_TIMEOUTS
+    if "timeouts" in t:
+        timeouts = parse_timeouts(t["timeouts"], f"{where}: field 'timeouts'", RegistryError).over(
+            DEFAULT_TIMEOUTS
+        )
     context = _field(t, "context_window", int, where, "a positive integer (tokens)")
     max_out = _field(t, "max_output", int, where, "a positive integer (tokens)")
     if context <= 0 or max_out <= 0:
@@ -205,7 +284,41 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
         tokens_per_minute=None if tpm is None else float(tpm),
         reserve_overhead_tokens=overhead,
         sim=sim,
+        timeouts=timeouts,
     )
+
+
+def _check_hosts(below: Mapping[str, Any], models: Mapping[str, Any], source: str) -> None:
+    """A layer that moves a model defined below it to another host must say which key goes there."""
+    known = cast("Mapping[str, Any]", below.get("models", {}))
+    for model_id, table in models.items():
+        old = known.get(model_id)
+        if not isinstance(old, dict) or not isinstance(table, dict):
+            continue
+        new_t = cast("dict[str, Any]", table)
+        old_url = cast("dict[str, Any]", old).get("base_url")
+        if "base_url" in new_t and new_t["base_url"] != old_url and "api_key_env" not in new_t:
+            raise RegistryError(
+                f'{source}: [models."{model_id}"] moves base_url from {old_url!r} to {new_t["base_url"]!r} '
+                "without naming api_key_env; a layer that sends a model to another host must say in the same "
+                'table which key goes there (api_key_env = "NAME", or "" for none)'
+            )
+
+
+def key_routes(registry: Registry, model_ids: Sequence[str]) -> list[str]:
+    """One line per key a run will send: ``KEY_ENV -> scheme://host (model, model)``, sorted; models without
+    a key (local servers, sims) are left out."""
+    from urllib.parse import urlsplit
+
+    routes: dict[tuple[str, str], list[str]] = {}
+    for model_id in model_ids:
+        entry = registry.get(model_id)
+        if entry.api_key_env is None or entry.simulated:
+            continue
+        parts = urlsplit(entry.base_url)
+        host = f"{parts.scheme}://{parts.netloc}"
+        routes.setdefault((entry.api_key_env, host), []).append(model_id)
+    return [f"{env} -> {host} ({', '.join(sorted(ids))})" for (env, host), ids in sorted(routes.items())]
 
 
 def load_registry(
@@ -238,6 +351,7 @@ def load_registry(
                 raise RegistryError(
                     f'{source}: unknown top-level table {key!r}; expected [registry] or [models."id"]'
                 )
+        _check_hosts(merged, cast("dict[str, Any]", models), source)
         merged = _merge(merged, data)
     models_t = cast("dict[str, Any]", merged.get("models", {}))
     entries: dict[str, ModelEntry] = {}

@@ -171,6 +171,11 @@ class Completion:
     request_digest: str
     response_digest: str
     registry_digest: str
+    # what the budget was charged for the whole call: ``cost`` plus failed attempts of unknown outcome
+    charged: Decimal = attrs.field(default=attrs.Factory(lambda self: self.cost, takes_self=True))
+    # why the reply was not taken at its word: usage missing, malformed or beyond what the request could cost
+    # (then ``cost`` is that bound and ``usage`` is zeros), or the reply echoed the API key (redacted)
+    anomaly: str | None = None
 
     @property
     def message(self) -> Message:
@@ -282,6 +287,8 @@ def completion_to_json(c: Completion) -> dict[str, Any]:
         "request_digest": c.request_digest,
         "response_digest": c.response_digest,
         "registry_digest": c.registry_digest,
+        "charged": str(c.charged),
+        "anomaly": c.anomaly,
     }
 
 
@@ -303,4 +310,6 @@ def completion_from_json(data: Mapping[str, Any]) -> Completion:
         request_digest=_req(data, "request_digest", str, "completion"),
         response_digest=_req(data, "response_digest", str, "completion"),
         registry_digest=_req(data, "registry_digest", str, "completion"),
+        charged=Decimal(str(data.get("charged", data["cost"]))),
+        anomaly=data.get("anomaly"),
     )

@@ -2,10 +2,12 @@
 
 Tables: ``model_calls`` and ``call_attempts`` (every model call and every request it made), ``budget`` and
 ``budget_ledger`` and ``budget_reservations`` (the spending cap, see ``evalkit_core.models``), ``registries``
-(registry content by digest), and ``campaigns``, ``rollouts``, ``counterexamples`` for later issues.
+(registry content by digest), ``owners`` (the live processes holding reservations and leases) and
+``campaign_leases``, and ``campaigns``, ``rollouts``, ``counterexamples``.
 """
 
 from evalkit_core.store._migrations import MIGRATIONS, Migration
+from evalkit_core.store._owner import LEASE_SECONDS, Process, is_alive, this_process
 from evalkit_core.store._store import (
     HOME_ENV,
     SCHEMA_VERSION,
@@ -18,12 +20,16 @@ from evalkit_core.store._store import (
 
 __all__ = [
     "HOME_ENV",
+    "LEASE_SECONDS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "STORE_FILE",
     "Migration",
+    "Process",
     "Store",
     "StoreError",
     "evalkit_home",
+    "is_alive",
+    "this_process",
     "utc_now",
 ]

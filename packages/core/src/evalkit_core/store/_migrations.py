@@ -145,8 +145,118 @@ _V1 = (
     )""",
 )
 
+# Version 2: money that holds under faults. Tables whose CHECK constraints grow are rebuilt (SQLite cannot
+# alter a constraint): the store runs migrations with foreign keys off and checks them before committing.
+_V2 = (
+    # Who holds a reservation or a campaign lease: one row per open store connection of a live process. A
+    # process is identified by host, boot id, pid and the pid's start time (``/proc/<pid>/stat`` field 22), so
+    # a reused pid is not mistaken for its predecessor; ``heartbeat_at`` is refreshed while the store is open
+    # and is what decides for an owner on another host.
+    """CREATE TABLE owners (
+        owner_id TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        boot_id TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        start_ticks INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        heartbeat_at TEXT NOT NULL
+    )""",
+    "ALTER TABLE budget_reservations ADD COLUMN owner_id TEXT",
+    "ALTER TABLE budget_reservations ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+    # model_calls: status 'unknown' (the process died while a request was in flight: charged at its worst
+    # case); ``label`` (who made the call, e.g. ``campaign:NAME``), ``worst_case`` (the worst case of one
+    # attempt, what each reservation held), ``anomaly`` (why a reply was not taken at its word), ``invoiced``
+    # (the invoice export an unknown outcome was settled from), ``owner_id`` (the process making it).
+    """CREATE TABLE model_calls_v2 (
+        call_id TEXT PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        model_id TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        api_model TEXT NOT NULL,
+        reported_model TEXT,
+        simulated INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'ok', 'error', 'refused', 'unknown')),
+        error TEXT,
+        attempts INTEGER NOT NULL,
+        request_digest TEXT NOT NULL,
+        response_digest TEXT,
+        registry_digest TEXT NOT NULL REFERENCES registries(digest),
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        cache_read_tokens INTEGER,
+        cache_write_tokens INTEGER,
+        cost TEXT,
+        charged TEXT NOT NULL,
+        stop_reason TEXT,
+        label TEXT,
+        worst_case TEXT,
+        anomaly TEXT,
+        invoiced TEXT,
+        owner_id TEXT
+    )""",
+    (
+        "INSERT INTO model_calls_v2 (call_id, started_at, finished_at, model_id, provider, api_model, reported_model,"
+        " simulated, status, error, attempts, request_digest, response_digest, registry_digest, input_tokens,"
+        " output_tokens, cache_read_tokens, cache_write_tokens, cost, charged, stop_reason)"
+        " SELECT call_id, started_at, finished_at, model_id, provider, api_model, reported_model, simulated, status,"
+        " error, attempts, request_digest, response_digest, registry_digest, input_tokens, output_tokens,"
+        " cache_read_tokens, cache_write_tokens, cost, charged, stop_reason FROM model_calls"
+    ),
+    "DROP TABLE model_calls",
+    "ALTER TABLE model_calls_v2 RENAME TO model_calls",
+    "CREATE INDEX model_calls_started_at ON model_calls(started_at)",
+    "CREATE INDEX model_calls_label ON model_calls(label)",
+    "CREATE INDEX model_calls_pending ON model_calls(status) WHERE status = 'pending'",
+    """CREATE TABLE call_attempts_v2 (
+        call_id TEXT NOT NULL REFERENCES model_calls(call_id),
+        attempt INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        elapsed_ms REAL NOT NULL,
+        status_code INTEGER,
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'retry', 'error', 'unknown')),
+        error TEXT,
+        charged TEXT NOT NULL,
+        PRIMARY KEY (call_id, attempt)
+    )""",
+    "INSERT INTO call_attempts_v2 SELECT * FROM call_attempts",
+    "DROP TABLE call_attempts",
+    "ALTER TABLE call_attempts_v2 RENAME TO call_attempts",
+    # ledger kinds: 'unknown' (a dead owner's reservation charged at its worst case), 'invoice' (an unknown
+    # outcome settled from the provider's invoice export: amount is the correction, never positive).
+    """CREATE TABLE budget_ledger_v2 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('reserve', 'settle', 'refuse', 'set_cap', 'release', 'unknown', 'invoice')),
+        call_id TEXT,
+        model_id TEXT,
+        amount TEXT NOT NULL,
+        spent_after TEXT NOT NULL,
+        reserved_after TEXT NOT NULL,
+        cap_after TEXT,
+        note TEXT
+    )""",
+    "INSERT INTO budget_ledger_v2 SELECT * FROM budget_ledger",
+    "DROP TABLE budget_ledger",
+    "ALTER TABLE budget_ledger_v2 RENAME TO budget_ledger",
+    "CREATE INDEX budget_ledger_call ON budget_ledger(call_id)",
+    # One runner per campaign: the lease names its owner (see owners).
+    """CREATE TABLE campaign_leases (
+        campaign_id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL,
+        acquired_at TEXT NOT NULL
+    )""",
+    # a rollout whose answer came with unusable or impossible usage keeps the answer, flagged
+    "ALTER TABLE rollouts ADD COLUMN anomaly TEXT",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1, "model calls, attempts, budget and ledger, registries; campaign/rollout/counterexample tables", _V1
+    ),
+    Migration(
+        2,
+        "owners and leases; unknown outcomes, labels, worst cases and anomalies on calls; campaign leases",
+        _V2,
     ),
 )

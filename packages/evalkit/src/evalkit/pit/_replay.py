@@ -18,7 +18,14 @@ import attrs
 
 from evalkit.pit._config import RunConfig
 from evalkit.pit._probe import choose_items, probe_prompt
-from evalkit.pit._runner import cell_start_event, probe_clock, run_id_for, run_start_event, session_prompt
+from evalkit.pit._runner import (
+    cell_start_event,
+    entry_table,
+    probe_clock,
+    run_id_for,
+    run_start_event,
+    session_prompt,
+)
 from evalkit.pit._toolbox import CellView, Toolbox
 from evalkit_core import ARMS, Calendar, Clock, Release, canonical_bytes
 
@@ -66,6 +73,7 @@ class _Walk:
     served: dict[str, None] = attrs.Factory(dict[str, None])
     stopped: bool = False
     counts: dict[str, int] = attrs.Factory(lambda: {"tool_calls": 0, "picks": 0, "probe_items": 0})
+    known: frozenset[str] = frozenset()  # the answer key's row_keys: only those count as served
     _next: Mapping[str, Any] | None = None
     _ended: bool = False
 
@@ -121,7 +129,9 @@ def replay_trajectory(
 ) -> tuple[list[str], dict[str, int]]:
     """Walk ``events`` as the runner would have written them for ``config`` over ``release`` (already narrowed
     to the run's forms and window). Returns (problems, counts of what was re-served)."""
-    walk = _Walk(iter(events), config, calendar)
+    walk = _Walk(
+        iter(events), config, calendar, known=frozenset(release.answer_key.get_column("row_key").to_list())
+    )
     try:
         _walk_run(walk, release, window)
     except _Misaligned as exc:
@@ -141,22 +151,21 @@ def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date]) ->
     )
     main = release.arm("main")
     pclock = probe_clock(cfg)
-    probe_view: CellView | None = None
+    tables: dict[Clock, Mapping[str, int]] = {}
     for arm in (a for a in ARMS if a in cfg.arms):
         for clock_name in cfg.clocks:
             if walk.stopped:
                 break
             clock = Clock(clock_name)
-            view = CellView(arm, clock, release.arm(arm), main, calendar)
-            if arm == "shifted" and clock is pclock:
-                probe_view = view
+            view = CellView(arm, clock, release.arm(arm), main, calendar, release.shift)
+            entries = tables.setdefault(clock, entry_table(release, clock, calendar))
             walk.take("cell_start", cell_start_event(view))
             for s_idx in indices:
                 if walk.stopped:
                     break
-                _walk_session(walk, view, s_idx)
+                _walk_session(walk, view, s_idx, entries)
     if not walk.stopped and "shifted" in cfg.arms and cfg.probe_items > 0:
-        view = probe_view or CellView("shifted", pclock, release.arm("shifted"), main, calendar)
+        view = CellView("shifted", pclock, release.arm("shifted"), main, calendar, release.shift)
         items = choose_items(list(walk.served), cfg.probe_items)
         for n, key in enumerate(items):
             if walk.stopped:
@@ -177,12 +186,13 @@ def _recorder(sink: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> Any:
 def _serve(walk: _Walk) -> Any:
     def served(keys: Sequence[str]) -> None:
         for k in keys:
-            walk.served.setdefault(k, None)
+            if k in walk.known:
+                walk.served.setdefault(k, None)
 
     return served
 
 
-def _walk_session(walk: _Walk, view: CellView, s_idx: int) -> None:
+def _walk_session(walk: _Walk, view: CellView, s_idx: int, entries: Mapping[str, int]) -> None:
     sink: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     toolbox = Toolbox(view, s_idx, _recorder(sink), _serve(walk) if view.arm == "shifted" else None, None)
     where = {"arm": view.arm, "clock": str(view.clock), "session_date": toolbox.session_date}
@@ -190,7 +200,7 @@ def _walk_session(walk: _Walk, view: CellView, s_idx: int) -> None:
     if _walk_call(walk, toolbox, sink, where):
         return
     decision = walk.take("decision", where)
-    _check_decision(walk, toolbox, decision)
+    _check_decision(walk, entries, s_idx, decision)
 
 
 def _walk_call(
@@ -255,7 +265,12 @@ def _replay_tool_call(
         )
 
 
-def _check_decision(walk: _Walk, toolbox: Toolbox, decision: Mapping[str, Any]) -> None:
+def _status(entries: Mapping[str, int], key: str, s_idx: int) -> str:
+    entry = entries.get(key)
+    return "unknown" if entry is None else ("ok" if entry <= s_idx else "not_yet_knowable")
+
+
+def _check_decision(walk: _Walk, entries: Mapping[str, int], s_idx: int, decision: Mapping[str, Any]) -> None:
     line = walk.here()
     picks = decision.get("picks")
     rejected = decision.get("rejected")
@@ -265,7 +280,7 @@ def _check_decision(walk: _Walk, toolbox: Toolbox, decision: Mapping[str, Any]) 
     seen: set[str] = set()
     for key in cast("list[object]", picks):
         walk.counts["picks"] += 1
-        status = toolbox.is_knowable(str(key))
+        status = _status(entries, str(key), s_idx)
         if status != "ok":
             walk.problem(f"line {line}: pick {key} was accepted, but at this bell it is {status}")
         elif str(key) in seen:
@@ -275,7 +290,7 @@ def _check_decision(walk: _Walk, toolbox: Toolbox, decision: Mapping[str, Any]) 
         walk.counts["picks"] += 1
         entry: Mapping[str, Any] = cast("Mapping[str, Any]", item) if isinstance(item, dict) else {}
         key, reason = str(entry.get("row_key")), entry.get("reason")
-        status = toolbox.is_knowable(key)
+        status = _status(entries, key, s_idx)
         want = "duplicate" if status == "ok" and key in seen else status
         if reason != want:
             walk.problem(

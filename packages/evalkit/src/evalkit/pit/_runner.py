@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any
 
 import attrs
@@ -26,8 +27,8 @@ from evalkit_core import (
     ARMS,
     Calendar,
     Clock,
-    ConfigError,
     Release,
+    ReleaseError,
     SigningKey,
     atomic_open,
     canonical_bytes,
@@ -36,7 +37,7 @@ from evalkit_core import (
     file_digest,
     make_receipt,
     nyse,
-    shift_date,
+    with_entry,
     write_receipt,
 )
 from evalkit_core.models import Completion, Request
@@ -106,12 +107,13 @@ def _check_window(config: RunConfig, release: Release) -> tuple[dt.date, dt.date
     start = dt.date.fromisoformat(config.start) if config.start else w0
     end = dt.date.fromisoformat(config.end) if config.end else w1
     if start > end:
-        raise ConfigError(f"start {start} is after end {end}")
+        raise config.error("start", f"{start} is after end {end}")
     if start < w0 or end > w1:
-        raise ConfigError(f"window {start}..{end} is outside the release window {w0}..{w1} ({release.root})")
+        field = "start" if start < w0 else "end"
+        raise config.error(field, f"window {start}..{end} is outside the release window {w0}..{w1} ({release.root})")
     unknown = sorted(set(config.forms) - set(release.forms))
     if unknown:
-        raise ConfigError(f"forms: {', '.join(unknown)} not in the release (it has {', '.join(release.forms)})")
+        raise config.error("forms", f"{', '.join(unknown)} not in the release (it has {', '.join(release.forms)})")
     return start, end
 
 
@@ -131,13 +133,20 @@ def run(
     ``prices`` may be None: every cell still runs and reports ``total_return: null``.
     ``key`` signs the receipt; by default the key in ``$EVALKIT_HOME``, created there on first use.
     """
-    release = bundle if bundle is not None else Release.load(config.bundle_path)
+    config.check_outputs()
+    if bundle is not None:
+        release = bundle
+    else:
+        try:
+            release = Release.load(config.bundle_path)
+        except ReleaseError as exc:
+            raise config.error("bundle_path", str(exc)) from None
     start, end = _check_window(config, release)
     release = release.select(forms=list(config.forms) or None, start=start, end=end)
     calendar = nyse()
     sessions = calendar.between(start, end)
     if not sessions:
-        raise ConfigError(f"window {start}..{end} holds no NYSE session")
+        raise config.error("start", f"window {start}..{end} holds no NYSE session")
     if prices is None and config.prices_path:
         from evalkit.pit._prices import load_prices
 
@@ -232,8 +241,8 @@ class _RunState:
         self.where: dict[str, Any] = {}
         answers = answers_by_key(release)
         self.answers = answers
+        self._entries: dict[Clock, Mapping[str, int]] = {Clock(c): entry_table(release, Clock(c), calendar) for c in config.clocks}
         self.probe_clock = probe_clock(config)
-        self.probe_view: CellView | None = None  # the shifted arm's view under the probe clock, kept from its cell
         self.gateway = Gateway()
         # Everything the body reports is computed from the events by the scorer (verify runs the same one).
         self.scorer = Scorer(
@@ -306,9 +315,7 @@ class _RunState:
         for arm in (a for a in ARMS if a in self.config.arms):
             for clock_name in self.config.clocks:
                 clock = Clock(clock_name)
-                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar)
-                if arm == "shifted" and clock is self.probe_clock:
-                    self.probe_view = view
+                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar, self.release.shift)
                 try:
                     self._run_cell(view, progress, done, total)
                 except _Stop:
@@ -318,9 +325,10 @@ class _RunState:
 
     def _run_cell(self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int) -> None:
         arm, clock = view.arm, str(view.clock)
+        # Facts about the cell taken before the agent holds the view: what it does to its tools changes nothing here.
         self.traj.emit(cell_start_event(view))
         for n, (session, s_idx) in enumerate(zip(self.sessions, self.session_indices, strict=True)):
-            shown_date = (shift_date(session.date) if arm == "shifted" else session.date).isoformat()
+            shown_date = (self.release.shift.session_date(session.date) if arm == "shifted" else session.date).isoformat()
             self.where = {"arm": arm, "clock": clock, "session_date": shown_date}
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
@@ -335,22 +343,32 @@ class _RunState:
             accepted: list[str] = []
             refused: list[dict[str, str]] = []
             seen: set[str] = set()
+            entries = self.entries(view.clock)
             for key in reply.picks:
-                status = toolbox.is_knowable(key)
+                # The harness decides, from its own entry table (never from the toolbox the agent was handed):
+                # a row that does not exist or is not knowable at this bell is refused, counted and never traded.
+                entry = entries.get(key) if isinstance(key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
+                status = "unknown" if entry is None else ("ok" if entry <= s_idx else "not_yet_knowable")
                 if status == "ok" and key in seen:
                     status = "duplicate"
                 if status == "ok":
                     seen.add(key)
                     accepted.append(key)
                 else:
-                    refused.append({"row_key": key, "reason": status})
+                    refused.append({"row_key": key if isinstance(key, str) else repr(key), "reason": status})  # pyright: ignore[reportUnnecessaryIsInstance]
             self.traj.emit({"type": "decision", **self.where, "picks": accepted, "rejected": refused, "text": reply.text})
             if progress is not None:
                 progress(f"{arm}/{clock}", done + n + 1, total)
 
+    def entries(self, clock: Clock) -> Mapping[str, int]:
+        """row_key -> entry session index under ``clock``: the harness's own copy, computed from the release's
+        main arm (control arms use the main arm's clocks) before any agent of the run is called."""
+        return self._entries[clock]
+
     def _serve_shifted(self, keys: Sequence[str]) -> None:
         for k in keys:
-            self.served_shifted.setdefault(k, None)
+            if k in self.answers:  # a toolbox the agent tampered with may report keys that do not exist
+                self.served_shifted.setdefault(k, None)
 
     # -- probe -----------------------------------------------------------------------------------------------
 
@@ -362,11 +380,14 @@ class _RunState:
         served = list(self.served_shifted)
         items = choose_items(served, cfg.probe_items)
         clock = self.probe_clock
-        view = self.probe_view or CellView("shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar)
+        # A view of the harness's own, not the one the shifted cell's agent held (and may have changed).
+        view = CellView(
+            "shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar, self.release.shift
+        )
         last = self.session_indices[-1]
         for n, key in enumerate(items):
             row = view.render(view.position[key])
-            self.where = {"arm": "shifted", "clock": str(clock), "session_date": shift_date(self.sessions[-1].date).isoformat(), "probe_item": n}
+            self.where = {"arm": "shifted", "clock": str(clock), "session_date": self.release.shift.session_date(self.sessions[-1].date).isoformat(), "probe_item": n}
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
                 self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
@@ -383,6 +404,16 @@ class _RunState:
             # The whole answer goes in the trajectory (the body repeats its first characters): what was scored
             # is what a replay scores.
             self.traj.emit({"type": "probe_item", "item": n, "row_key": key, "answer": text, **score_answer(text, self.answers[key])})
+
+
+def entry_table(release: Release, clock: Clock, calendar: Calendar) -> Mapping[str, int]:
+    """row_key -> entry session index under ``clock``, from the release's main arm: what the harness decides picks
+    with (the runner, before any agent is called; verify, from the release it reads)."""
+    main_rows = release.arm("main").select("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
+    table = with_entry(main_rows, clock, calendar)
+    return MappingProxyType(
+        dict(zip(table.get_column("row_key").to_list(), table.get_column("entry_index").to_list(), strict=True))
+    )
 
 
 def cell_start_event(view: CellView) -> dict[str, Any]:

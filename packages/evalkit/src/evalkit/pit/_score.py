@@ -193,8 +193,10 @@ class Scorer:
             keys = [r.get("row_key") for r in rows]
             if isinstance(row, dict):
                 keys.append(cast("Mapping[str, Any]", row).get("row_key"))
+            # A toolbox the agent tampered with may report keys that do not exist: only real rows count.
             for k in keys:
-                self._served.setdefault(str(k), None)
+                if k in self._in.answers:
+                    self._served.setdefault(str(k), None)
 
     # -- results ---------------------------------------------------------------------------------------------
 
@@ -334,6 +336,9 @@ class BodyInputs:
     environment: Mapping[str, Any]
 
 
+_MASKS = {"mask_holds": "hold", "mask_leaks": "leak", "not_run": "unproven"}
+
+
 def _total(cells: Sequence[Mapping[str, Any]], arm: str, clock: str) -> float | None:
     for c in cells:
         if c["arm"] == arm and c["clock"] == clock:
@@ -379,6 +384,9 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
         "valid": score.valid,
         "invalidated_by": score.invalidated_by,
         "completed": score.completed,
+        # What the probe showed about the control arms' masks; "unproven" when it did not run (an agent that
+        # read nothing through the tools, say): a valid run whose masks were not tested.
+        "masks": _MASKS[score.probe["verdict"]],
         "binding": {
             "bundle_content_digest": inp.release.content_digest,
             "config_sha256": inp.config_sha256,

@@ -1,0 +1,164 @@
+"""Tagged JSON: Python values as data across the wall, with tuples, sets, bytes, floats and dicts kept distinct.
+
+Standard library only: the host imports it, and the wall appends its source to the zygote's, so the candidate,
+the checker and the host speak the same codec. JSON arrays are lists; every other container is a one-key object
+whose key is a tag: ``{"$t": [...]}`` a tuple, ``{"$s": [...]}`` a set, ``{"$fs": [...]}`` a frozenset,
+``{"$d": [[k, v], ...]}`` a dict (any hashable keys, insertion order kept), ``{"$b": "<base64>"}`` bytes,
+``{"$ba": ...}`` a bytearray, ``{"$c": [re, im]}`` a complex, ``{"$f": "nan"|"inf"|"-inf"}`` a float JSON cannot
+write. Nothing else crosses: an object of any other type (a class of the candidate's, a function) is refused
+when encoding, and decoding builds only built-in types, so a value can never carry behaviour (no ``__eq__`` that
+always says yes).
+
+Decoding is bounded: the text has a size cap, nesting deeper than :data:`MAX_DEPTH` is refused before the
+parser sees it, and every failure is a :class:`TaggedError`.
+"""
+
+# pyright: basic
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+
+MAX_DEPTH = 100
+MAX_BYTES = 1 << 20
+
+
+class TaggedError(ValueError):
+    """A value that cannot cross the wall (on encode), or text that is not a tagged value (on decode)."""
+
+
+_INF = float("inf")
+
+
+def tagged_encode(value: object) -> str:
+    """The tagged JSON text of ``value`` (exact built-in types only; subclasses are refused)."""
+    return json.dumps(_tag(value, 0), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def _tag(v: object, depth: int) -> object:
+    if depth > MAX_DEPTH:
+        raise TaggedError("value nested too deeply")
+    t = type(v)
+    if v is None or t is bool or t is str:
+        return v
+    if t is int:
+        if abs(v) >= 10**4000:  # type: ignore[operator]
+            raise TaggedError("integer too large")
+        return v
+    if t is float:
+        if math.isfinite(v):  # type: ignore[arg-type]
+            return v
+        return {"$f": "nan" if v != v else ("inf" if v > 0 else "-inf")}  # type: ignore[operator]  # noqa: PLR0124
+    if t is list:
+        return [_tag(x, depth + 1) for x in v]  # type: ignore[union-attr]
+    if t is tuple:
+        return {"$t": [_tag(x, depth + 1) for x in v]}  # type: ignore[union-attr]
+    if t is set or t is frozenset:
+        items = [_tag(x, depth + 1) for x in v]  # type: ignore[union-attr]
+        return {"$s" if t is set else "$fs": items}
+    if t is dict:
+        return {"$d": [[_tag(k, depth + 1), _tag(x, depth + 1)] for k, x in v.items()]}  # type: ignore[union-attr]
+    if t is bytes or t is bytearray:
+        return {"$b" if t is bytes else "$ba": base64.b64encode(v).decode("ascii")}  # type: ignore[arg-type]
+    if t is complex:
+        return {"$c": [_tag(v.real, depth + 1), _tag(v.imag, depth + 1)]}  # type: ignore[union-attr]
+    raise TaggedError(f"a value of type {t.__name__} cannot be returned (only built-in data types)")
+
+
+def _max_depth_exceeded(text: str, limit: int) -> bool:
+    """Whether brackets outside strings nest deeper than ``limit`` (a linear scan over the structural
+    characters only; string contents are skipped by their quotes)."""
+    depth = 0
+    in_str = False
+    escaped = False
+    for ch in text:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
+def _untag(obj: dict[str, object]) -> object:
+    if len(obj) != 1:
+        raise TaggedError("an object that is not a tag")
+    (key, val), = obj.items()
+    if key == "$t" and type(val) is list:
+        return tuple(val)
+    if key == "$s" and type(val) is list:
+        return set(val)
+    if key == "$fs" and type(val) is list:
+        return frozenset(val)
+    if key == "$d" and type(val) is list:
+        out: dict[object, object] = {}
+        for pair in val:
+            if type(pair) is not list or len(pair) != 2:
+                raise TaggedError("a dict entry that is not a [key, value] pair")
+            out[pair[0]] = pair[1]
+        return out
+    if key in ("$b", "$ba") and type(val) is str:
+        raw = base64.b64decode(val.encode("ascii"), validate=True)
+        return raw if key == "$b" else bytearray(raw)
+    if key == "$c" and type(val) is list and len(val) == 2:
+        return complex(val[0], val[1])
+    if key == "$f" and val in ("nan", "inf", "-inf"):
+        return float(val)
+    raise TaggedError(f"unknown tag {key[:20]!r}")
+
+
+def _no_constant(name: str) -> object:
+    raise TaggedError(f"{name} is not allowed (non-finite floats travel as tags)")
+
+
+def tagged_decode(text: str | bytes, *, max_bytes: int = MAX_BYTES) -> object:
+    """The value of a tagged JSON text. Raises :class:`TaggedError` for anything else, whatever the input."""
+    if len(text) > max_bytes:
+        raise TaggedError(f"value larger than {max_bytes} bytes")
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        if _max_depth_exceeded(text, MAX_DEPTH):
+            raise TaggedError(f"value nested deeper than {MAX_DEPTH} levels")  # noqa: TRY301
+        return json.loads(text, object_hook=_untag, parse_constant=_no_constant)
+    except TaggedError:
+        raise
+    except (ValueError, TypeError, RecursionError, MemoryError, OverflowError) as exc:
+        # TypeError: an unhashable set member or dict key; ValueError: bad JSON, bad base64, too many digits
+        raise TaggedError(f"not a tagged value ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def tagged_to_json(value: object, depth: int = 0) -> object:
+    """A decoded value as plain JSON for call tests (a tuple becomes a list, as JSON writes it); sets, bytes,
+    complex numbers, non-finite floats and dicts with non-string keys are not JSON and raise TaggedError."""
+    if depth > MAX_DEPTH:
+        raise TaggedError("value nested too deeply")
+    t = type(value)
+    if value is None or t in (bool, int, str):
+        return value
+    if t is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise TaggedError(f"return value contains a non-finite float ({value!r})")
+        return value
+    if t is list or t is tuple:
+        return [tagged_to_json(x, depth + 1) for x in value]  # type: ignore[union-attr]
+    if t is dict:
+        out: dict[str, object] = {}
+        for k, x in value.items():  # type: ignore[union-attr]
+            if type(k) is not str:
+                raise TaggedError("return value has a dict key that is not a string")
+            out[k] = tagged_to_json(x, depth + 1)
+        return out
+    raise TaggedError(f"return value is not JSON (a {t.__name__}; expected int, float, str, bool, None, list, dict)")

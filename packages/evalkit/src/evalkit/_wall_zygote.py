@@ -1,0 +1,344 @@
+"""The zygote: the process inside the wall that makes one jailed process per job. Standard library only.
+
+This file is not imported by evalkit. :mod:`evalkit._wall` reads its source, appends the source of the payloads
+(what a jailed process runs: a candidate, a checker, an agent) and starts ``python -c <that> <settings-json>``
+inside bubblewrap (a minimal read-only root, fresh network, IPC, UTS and pid namespaces), with a control socket
+on fd 3. The zygote never reads anything a job is given: a job's inputs travel on the job's own pipes, straight
+from the host to the jailed process, so the zygote's memory (which every later job inherits by ``clone``) holds
+no candidate's code, no check and no answer.
+
+For each ``spawn`` request (pipe ends arrive with it by SCM_RIGHTS) the zygote clones a child into new pid,
+mount and IPC namespaces. The child is pid 1 of its namespace, so when it ends every process it made ends with
+it (the kernel tears the namespace down). Before the payload runs, the child:
+
+1. mounts a fresh ``/proc`` (its own pid namespace only), a private size-capped tmpfs at ``/job`` owned by the
+   job's uid (its only writable directory), and makes ``/dev`` read-only;
+2. moves the pipe ends to fds 0..n and closes every other descriptor;
+3. starts a new session, drops every group and switches to the job's own uid and gid (when the wall runs as
+   root), which clears every capability;
+4. sets the rlimits, ``PR_SET_NO_NEW_PRIVS`` and loads the seccomp filter (libseccomp, built once here from the
+   policy the host sent: a deny list answered with EPERM, ``kill`` of a negative pid refused, ``clone`` with
+   namespace flags refused, ``clone3`` answered ENOSYS so the C library falls back to ``clone``);
+5. then calls the payload, which ends with ``os._exit``.
+
+The zygote answers each spawn with a pidfd of the child (the host kills with it) and reports each child's exit
+status when it reaps it. End of file on the control socket ends the zygote and every job.
+"""
+
+# pyright: basic
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWCGROUP = 0x02000000
+_CLONE_NEWTIME = 0x00000080
+_NS_FLAGS = (
+    _CLONE_NEWNS
+    | _CLONE_NEWIPC
+    | _CLONE_NEWPID
+    | _CLONE_NEWUSER
+    | _CLONE_NEWNET
+    | _CLONE_NEWUTS
+    | _CLONE_NEWCGROUP
+    | _CLONE_NEWTIME
+)
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_PR_SET_NO_NEW_PRIVS, _PR_SET_DUMPABLE = 38, 4
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_pylibc = ctypes.PyDLL(None, use_errno=True)  # a PyDLL keeps the GIL held across the call, as clone needs
+_pylibc.syscall.restype = ctypes.c_long
+_before_fork = ctypes.pythonapi.PyOS_BeforeFork
+_after_fork_child = ctypes.pythonapi.PyOS_AfterFork_Child
+_after_fork_parent = ctypes.pythonapi.PyOS_AfterFork_Parent
+
+
+def _errno_error(what: str) -> OSError:
+    err = ctypes.get_errno()
+    return OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _clone(flags: int) -> int:
+    """``fork`` into new namespaces in one step (the child is pid 1 of a new pid namespace). The raw syscall with
+    no stack behaves like fork; the interpreter's own before/after-fork hooks run around it as ``os.fork`` does."""
+    nr = _SYS_CLONE[os.uname().machine]
+    _before_fork()
+    pid = _pylibc.syscall(ctypes.c_long(nr), ctypes.c_ulong(flags | signal.SIGCHLD), None, None, None, None)
+    if pid == 0:
+        _after_fork_child()
+    else:
+        _after_fork_parent()
+    if pid < 0:
+        raise _errno_error("clone")
+    return pid
+
+
+def _mount(source: bytes, target: bytes, fstype: bytes | None, flags: int, data: bytes | None) -> None:
+    if _libc.mount(source, target, fstype, ctypes.c_ulong(flags), data) != 0:
+        raise _errno_error(f"mount {target.decode()}")
+
+
+class _Seccomp:
+    """The seccomp filter, built once from the host's policy with libseccomp and loaded in each child."""
+
+    def __init__(self, library: str, policy: dict[str, object]) -> None:
+        lib = ctypes.CDLL(library, use_errno=True)
+        lib.seccomp_init.restype = ctypes.c_void_p
+        lib.seccomp_init.argtypes = [ctypes.c_uint32]
+        lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_load.argtypes = [ctypes.c_void_p]
+        self._lib = lib
+        allow = 0x7FFF0000
+        ctx = lib.seccomp_init(allow)
+        if not ctx:
+            raise OSError("seccomp_init failed")
+        self._ctx = ctypes.c_void_p(ctx)
+        # a binary tree of syscall numbers instead of a linear list: the kernel emulates the filter for every
+        # syscall when it is attached (to cache constant answers), so its length is paid in every child
+        lib.seccomp_attr_set(self._ctx, ctypes.c_int(8), ctypes.c_uint32(2))  # SCMP_FLTATR_CTL_OPTIMIZE: 2
+        eperm = 0x00050000 | 1
+        enosys = 0x00050000 | 38
+
+        class Cmp(ctypes.Structure):
+            _fields_ = (("arg", ctypes.c_uint), ("op", ctypes.c_int), ("a", ctypes.c_uint64), ("b", ctypes.c_uint64))
+
+        self.denied: list[str] = []
+        self.unknown: list[str] = []
+
+        def rule(action: int, name: str, *cmps: tuple[int, int, int, int]) -> None:
+            nr = lib.seccomp_syscall_resolve_name(name.encode())
+            if nr < 0:  # not a syscall on this architecture
+                self.unknown.append(name)
+                return
+            arr = (Cmp * max(1, len(cmps)))(*[Cmp(*c) for c in cmps])
+            rc = lib.seccomp_rule_add_array(
+                self._ctx, ctypes.c_uint32(action), ctypes.c_int(nr), ctypes.c_uint(len(cmps)), arr
+            )
+            if rc != 0:
+                raise OSError(-rc, f"seccomp_rule_add {name}")
+
+        masked_eq = 7  # SCMP_CMP_MASKED_EQ
+        for name in policy["deny"]:  # type: ignore[union-attr]
+            rule(eperm, str(name))
+            self.denied.append(str(name))
+        # kill(pid, sig) with a negative pid (another process group, or every process): refused
+        rule(eperm, "kill", (0, masked_eq, 0x80000000, 0x80000000))
+        # clone with any namespace flag: refused; clone3 hides its flags in memory, so it is answered ENOSYS and
+        # the C library falls back to clone
+        for flag in (
+            _CLONE_NEWNS,
+            _CLONE_NEWIPC,
+            _CLONE_NEWPID,
+            _CLONE_NEWUSER,
+            _CLONE_NEWNET,
+            _CLONE_NEWUTS,
+            _CLONE_NEWCGROUP,
+            _CLONE_NEWTIME,
+        ):
+            rule(eperm, "clone", (0, masked_eq, flag, flag))
+        rule(enosys, "clone3")
+
+        # Compile once: libseccomp's own load would generate the program again in every child. The raw program
+        # (a struct sock_fprog) is loaded with prctl, which the kernel copies and checks in microseconds.
+        r, w = os.pipe()
+        rc = lib.seccomp_export_bpf(self._ctx, w)
+        os.close(w)
+        program = b""
+        while True:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            program += chunk
+        os.close(r)
+        if rc != 0 or not program or len(program) % 8:
+            raise OSError(-rc, "seccomp_export_bpf")
+
+        class Fprog(ctypes.Structure):
+            _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+        self._program = ctypes.create_string_buffer(program, len(program))
+        self._fprog = Fprog(len(program) // 8, ctypes.cast(self._program, ctypes.c_void_p))
+
+    def load(self) -> None:
+        if _libc.prctl(22, 2, ctypes.byref(self._fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+            raise _errno_error("prctl(PR_SET_SECCOMP)")
+
+
+def _set_limits(limits: dict[str, int]) -> None:
+    for name, value in limits.items():
+        res = getattr(resource, "RLIMIT_" + name.upper())
+        resource.setrlimit(res, (value, value))
+
+
+def _child_setup(req: dict[str, object], fds: list[int], settings: dict[str, object], seccomp: _Seccomp | None) -> None:
+    """Everything between clone and the payload, in the child. Any failure ends the child with code 70."""
+    namespaces = bool(settings["namespaces"]) and bool(req.get("namespaces", True))
+    uid = req.get("uid")
+    if namespaces:
+        workdir = "/job" if settings.get("jail_root") else str(req["workdir"])
+        if not settings.get("jail_root"):
+            # no bubblewrap root: this mount namespace is a copy of the host's, so first stop every mount made
+            # here from propagating back to the host
+            _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+        _mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        owner = f",uid={uid},gid={uid}" if isinstance(uid, int) else ""
+        size = int(req.get("disk_bytes") or 16 << 20)  # type: ignore[arg-type]
+        data = f"size={size},nr_inodes=4096,mode=0700{owner}".encode()
+        _mount(b"evalkit-job", workdir.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, data)
+    else:
+        workdir = str(req.get("workdir") or "/")
+    # fds: 0 = /dev/null, 1 and 2 = the output pipe, 3.. = the job's protocol pipes, in the order sent
+    null = os.open("/dev/null", os.O_RDONLY)
+    out, rest = fds[0], fds[1:]
+    high = 100
+    moved = []
+    for i, fd in enumerate([null, out, *rest]):
+        os.dup2(fd, high + i, inheritable=True)
+        moved.append(high + i)
+    os.dup2(moved[0], 0)
+    os.dup2(moved[1], 1)
+    os.dup2(moved[1], 2)
+    for i, fd in enumerate(moved[2:]):
+        os.dup2(fd, 3 + i)
+    os.closerange(3 + len(rest), 65536)
+    os.setsid()
+    if isinstance(uid, int):
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    os.chdir(workdir)
+    os.umask(0o077)
+    _set_limits(req["limits"])  # type: ignore[arg-type]
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise _errno_error("prctl(NO_NEW_PRIVS)")
+    if seccomp is not None:
+        seccomp.load()
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir})
+
+
+class _HostGone(Exception):  # noqa: N818
+    pass
+
+
+def _send(ctl: socket.socket, msg: dict[str, object], fds: list[int] | None = None) -> None:
+    data = json.dumps(msg).encode()
+    try:
+        if fds:
+            socket.send_fds(ctl, [data], fds)
+        else:
+            ctl.send(data)
+    except OSError as exc:  # the host closed its end or ended: so does the zygote, with its jobs
+        raise _HostGone from exc
+
+
+_JOBS: dict[int, object] = {}  # pid -> job id, of every job not yet reaped
+
+
+def _zygote_main() -> None:
+    try:
+        _serve()
+    except _HostGone:
+        pass
+    finally:  # however the zygote ends, no job outlives it
+        for pid in _JOBS:
+            try:  # noqa: SIM105
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _serve() -> None:
+    settings = json.loads(sys.argv[1])
+    payloads = globals()["PAYLOADS"]  # name -> function(settings, args); defined by the appended payload sources
+    ctl = socket.socket(fileno=int(settings["ctl_fd"]))
+    seccomp = None
+    if settings.get("seccomp_library"):
+        seccomp = _Seccomp(str(settings["seccomp_library"]), settings["seccomp"])
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    for warm in payloads.get("__warm__", ()):
+        warm()
+    gc.collect()
+    gc.freeze()  # children then write to (and so copy) few of the zygote's pages
+    flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if settings["namespaces"] else 0
+    jobs = _JOBS
+    _send(ctl, {"op": "ready", "denied": seccomp.denied if seccomp else None, "unknown": seccomp.unknown if seccomp else None})
+    while True:
+        ready, _, _ = select.select([ctl, wake_r], [], [])
+        if wake_r in ready:
+            while True:
+                try:
+                    os.read(wake_r, 512)
+                except BlockingIOError:
+                    break
+        while jobs:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            job_id = jobs.pop(pid, None)
+            _send(ctl, {"op": "exit", "id": job_id, "status": status})
+        if ctl not in ready:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 16)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            return
+        req = json.loads(data)
+        payload = payloads[req["payload"]]
+        try:
+            pid = _clone(flags) if flags and req.get("namespaces", True) else os.fork()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            _send(ctl, {"op": "failed", "id": req["id"], "error": str(exc)})
+            continue
+        if pid == 0:  # pragma: no cover - the jailed child
+            code = 70
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                ctl.close()
+                os.close(wake_r)
+                os.close(wake_w)
+                _child_setup(req, fds, settings, seccomp)
+                code = 0
+                payload(settings, req.get("args") or {})
+            except BaseException as exc:  # setup failed: say why on stderr (the job's output pipe) and end
+                try:  # noqa: SIM105 - no contextlib: the zygote imports only what it must
+                    os.write(2, f"evalkit wall: job setup failed: {type(exc).__name__}: {exc}\n".encode())
+                except OSError:
+                    pass
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        jobs[pid] = req["id"]
+        pidfd = os.pidfd_open(pid)  # the host kills the job with it; the zygote reaps it and reports its status
+        _send(ctl, {"op": "spawned", "id": req["id"]}, [pidfd])
+        os.close(pidfd)

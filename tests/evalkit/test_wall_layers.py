@@ -1,0 +1,83 @@
+"""The wall's layers, one by one: what this machine gives is measured and recorded, and a sandbox without a layer
+still grades correctly while saying, never hiding, that it is weaker."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import evalkit._eval
+from evalkit._sandbox import Sandbox, SandboxJob
+from evalkit_cli import app
+
+BANK = Path(__file__).parent / "fixtures" / "tasks"
+PROBE = (
+    "import os\n"
+    "def f(x):\n"
+    "    return [x, os.getpid(), os.getuid(), sorted(os.listdir('/'))]\n"
+)
+JOB = SandboxJob(PROBE, "f", ({"args": [1], "kwargs": {}}, {"check": "def check(c):\n    assert c(2)[0] == 2\n"}))
+
+needs_full = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("bwrap") is None, reason="the full wall needs root and bubblewrap"
+)
+
+
+@needs_full
+def test_the_full_wall_is_in_effect_here():
+    with Sandbox(workers=1) as box:
+        iso = box.isolation
+        run = box.run(JOB)
+    assert iso.full
+    assert iso.weaker == []
+    x, pid, uid, root = run.tests[0].value
+    assert (x, pid) == (1, 1)  # pid 1 of a namespace of its own
+    assert uid in box.uids
+    assert root == ["dev", "etc", "job", "lib", "lib64", "proc", "root", "usr"]  # nothing else of the host
+    assert run.tests[1].status == "done"
+
+
+@pytest.mark.parametrize(
+    ("without", "weaker"),
+    [
+        ({"bwrap"}, ["network", "filesystem"]),
+        ({"namespaces"}, ["filesystem", "processes"]),
+        ({"seccomp"}, ["seccomp"]),
+        ({"bwrap", "namespaces", "seccomp"}, ["network", "filesystem", "processes", "seccomp"]),
+    ],
+)
+def test_a_missing_layer_is_recorded_and_grading_still_holds(without, weaker):
+    with Sandbox(workers=1, without=frozenset(without)) as box:
+        iso = box.isolation
+        run = box.run(JOB)
+        box.settle()
+    assert not iso.full
+    fields = iso.to_json()
+    assert [k for k in ("user", "network", "filesystem", "processes", "seccomp") if "NOT" in str(fields[k])] == [
+        *(["user"] if os.geteuid() != 0 else []),
+        *weaker,
+    ]
+    assert all("left out by the caller" in str(fields[k]) for k in weaker)
+    assert run.tests[0].status == "value"
+    assert run.tests[0].value[0] == 1
+    assert run.tests[1].status == "done"
+
+
+def test_unknown_layer_is_refused():
+    with pytest.raises(ValueError, match="unknown wall layers"):
+        Sandbox(without=frozenset({"audit"}))
+
+
+def test_eval_says_so_in_one_line_when_the_wall_is_weaker(monkeypatch):
+    weak = functools.partial(Sandbox, without=frozenset({"seccomp"}))
+    monkeypatch.setattr(evalkit._eval, "Sandbox", weak)
+    result = CliRunner().invoke(app, ["eval", "--tasks", str(BANK), "--solver", "reference"])
+    assert result.exit_code == 0, result.output
+    warnings = [ln for ln in result.stderr.splitlines() if ln.startswith("warning: weaker sandbox isolation")]
+    assert len(warnings) == 1
+    assert "seccomp" in warnings[0] or "left out by the caller" in warnings[0]
