@@ -27,6 +27,7 @@ from evalkit_core import (
     ReleaseError,
     check_release,
     digest,
+    digest_bytes,
     entry_session,
     file_digest,
     nyse,
@@ -690,3 +691,62 @@ def test_copied_release_does_not_reuse_a_stale_stamp(tmp_path: Path) -> None:
     shutil.copytree(a, b)
     (b / ARM_FILES["main"]).write_bytes(b"garbage\n")
     assert "main.jsonl" in load_error(b)
+
+
+# --- the Parquet cache is content-addressed ---------------------------------------------------------------------
+
+
+def _poison_answer_key(cdir: Path, *, restamp: bool) -> None:
+    """Move every acceptance stamp in the cached answer key a day earlier (what a look-ahead forger wants)."""
+    path = cdir / "answer_key.parquet"
+    frame = pl.read_parquet(path).with_columns(pl.col("acceptance_at") - pl.duration(days=1))
+    frame.write_parquet(path)
+    if restamp:
+        stamp = json.loads((cdir / "stamp.json").read_text())
+        stamp["parquet"]["answer_key"] = digest_bytes(path.read_bytes())
+        (cdir / "stamp.json").write_text(json.dumps(stamp))
+
+
+def test_edited_parquet_is_rebuilt_not_trusted(rel: Path) -> None:
+    truth = Release.load(rel, use_cache=False)
+    first = Release.load(rel)
+    cdir = _cache_for(first)
+    _poison_answer_key(cdir, restamp=False)
+    again = Release.load(rel)
+    assert again.answer_key.equals(truth.answer_key)
+    # ... and the cache was rewritten from the JSONL: the next load is clean too, from the cache.
+    assert Release.load(rel).answer_key.equals(truth.answer_key)
+    stamp = json.loads((cdir / "stamp.json").read_text())
+    assert stamp["parquet"]["answer_key"] == digest_bytes((cdir / "answer_key.parquet").read_bytes())
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "wrong schema, restamped", "stamp without digests"])
+def test_damaged_cache_is_rebuilt_without_a_traceback(rel: Path, damage: str) -> None:
+    truth = Release.load(rel, use_cache=False)
+    cdir = _cache_for(Release.load(rel))
+    path = cdir / "main.parquet"
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "garbage":
+        path.write_bytes(b"PAR1 not parquet PAR1")
+    elif damage == "wrong schema, restamped":
+        pl.DataFrame({"row_key": ["x"], "form": [1]}).write_parquet(path)
+        stamp = json.loads((cdir / "stamp.json").read_text())
+        stamp["parquet"]["main"] = digest_bytes(path.read_bytes())
+        (cdir / "stamp.json").write_text(json.dumps(stamp))
+    else:
+        stamp = json.loads((cdir / "stamp.json").read_text())
+        del stamp["parquet"]
+        (cdir / "stamp.json").write_text(json.dumps(stamp))
+    assert Release.load(rel).arm("main").equals(truth.arm("main"))
+
+
+def test_a_consistently_restamped_cache_is_what_verify_exists_for(rel: Path) -> None:
+    """Rewriting a Parquet file and its stamp together passes the run-time check (the stamp is no secret);
+    ``use_cache=False``, which verify uses, reads the JSONL and sees the truth. The PIT verify tests show that
+    such a run does not verify."""
+    truth = Release.load(rel, use_cache=False)
+    cdir = _cache_for(Release.load(rel))
+    _poison_answer_key(cdir, restamp=True)
+    assert not Release.load(rel).answer_key.equals(truth.answer_key)
+    assert Release.load(rel, use_cache=False).answer_key.equals(truth.answer_key)

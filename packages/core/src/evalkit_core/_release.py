@@ -8,15 +8,17 @@ digest the manifest binds and names the file that does not match.
 Loading 300,000 rows from JSONL takes longer than a second, so the first load of a release also writes its
 frames as Parquet into a cache keyed by the release's content digest. A later load reads the Parquet files when
 every release file still has the size, modification time, inode-change time and inode it had when its digest was
-verified (the rule ``git status`` uses; the change time cannot be set back by a user); otherwise it re-reads and
-re-verifies. ``evalkit bundle check`` and ``evalkit verify``
-always recompute every digest from the bytes.
+verified (the rule ``git status`` uses; the change time cannot be set back by a user) and every Parquet file
+still hashes to the sha256 recorded when it was written; otherwise it re-reads and re-verifies the JSONL and
+rewrites the cache. ``evalkit bundle check`` and ``evalkit verify`` always recompute every digest from the bytes
+and never read the cache.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import json
 import os
 import shutil
@@ -614,17 +616,11 @@ def _load_frames(root: Path, manifest: Mapping[str, Any], *, use_cache: bool) ->
         if not (root / rel).is_file():
             raise ReleaseError(f"{root / rel}: missing")
     cdir = cache_dir() / "releases" / manifest["content_digest"].removeprefix("sha256:")
-    stamp_path = cdir / "stamp.json"
     signatures = {rel: _stat_signature(root / rel) for rel in rels.values()}
-    if use_cache and stamp_path.is_file():
-        with contextlib.suppress(OSError, ValueError, pl.exceptions.PolarsError):
-            stamp = json.loads(stamp_path.read_text())
-            if stamp.get("root") == str(root) and stamp.get("signatures") == signatures:
-                cached = {name: pl.read_parquet(cdir / f"{name}.parquet") for name in rels}
-                # A cache is derived data: one whose columns are not the ones this version writes (an older
-                # version's, or edited) is not used; the release is re-read and the cache rewritten.
-                if all(frame.schema == _frame_schema(name) for name, frame in cached.items()):
-                    return cached
+    if use_cache:
+        cached = _read_cache(cdir, root, signatures, rels)
+        if cached is not None:
+            return cached
     for rel in rels.values():
         got = file_digest(root / rel)
         if got != manifest["files"][rel]:
@@ -639,6 +635,48 @@ def _load_frames(root: Path, manifest: Mapping[str, Any], *, use_cache: bool) ->
     if use_cache:
         with contextlib.suppress(OSError):
             _write_cache(cdir, frames, {"root": str(root), "signatures": signatures})
+    return frames
+
+
+def _read_cache(
+    cdir: Path, root: Path, signatures: Mapping[str, list[int]], rels: Mapping[str, str]
+) -> dict[str, pl.DataFrame] | None:
+    """The cached frames, or None (rebuild) unless every check holds.
+
+    The cache is content-addressed: its stamp records the sha256 of each Parquet file as written from frames
+    built out of digest-checked JSONL. Each file is read once, hashed, and parsed from those same bytes, so an
+    edited file (or one swapped in after the check) is never used; its schema must also be the one the loader
+    builds. The stamp also records the release files' stat signatures, so an edited release is re-read.
+    """
+    try:
+        stamp = json.loads((cdir / "stamp.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stamp, dict):
+        return None
+    stamp = cast("dict[str, Any]", stamp)
+    if stamp.get("root") != str(root) or stamp.get("signatures") != signatures:
+        return None
+    recorded = stamp.get("parquet")
+    if not isinstance(recorded, dict):
+        return None
+    frames: dict[str, pl.DataFrame] = {}
+    for name in rels:
+        try:
+            data = (cdir / f"{name}.parquet").read_bytes()
+        except OSError:
+            return None
+        if digest_bytes(data) != cast("dict[str, Any]", recorded).get(name):
+            return None
+        try:
+            frame = pl.read_parquet(io.BytesIO(data))
+        except (pl.exceptions.PolarsError, OSError, ValueError):
+            return None
+        # A cache is derived data: one whose columns are not the ones this version writes (an older version's,
+        # or edited and restamped) is not used; the release is re-read and the cache rewritten.
+        if frame.schema != _frame_schema(name):
+            return None
+        frames[name] = frame
     return frames
 
 
@@ -668,10 +706,15 @@ def _check_keys(root: Path, frames: Mapping[str, pl.DataFrame], rels: Mapping[st
 
 def _write_cache(cdir: Path, frames: Mapping[str, pl.DataFrame], stamp: Mapping[str, Any]) -> None:
     cdir.mkdir(parents=True, exist_ok=True)
+    digests: dict[str, str] = {}
     for name, frame in frames.items():
+        buf = io.BytesIO()
+        frame.write_parquet(buf)
+        data = buf.getvalue()
+        digests[name] = digest_bytes(data)
         tmp = cdir / f".{name}.parquet.{os.getpid()}.tmp"
-        frame.write_parquet(tmp)
+        tmp.write_bytes(data)
         tmp.replace(cdir / f"{name}.parquet")
     tmp_stamp = cdir / f".stamp.json.{os.getpid()}.tmp"
-    tmp_stamp.write_text(json.dumps(stamp))
+    tmp_stamp.write_text(json.dumps({**stamp, "parquet": digests}))
     tmp_stamp.replace(cdir / "stamp.json")

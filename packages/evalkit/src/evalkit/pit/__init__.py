@@ -18,7 +18,7 @@ from evalkit.pit._prices import Prices, PricesError, load_prices
 from evalkit.pit._probe import choose_items, score_answer
 from evalkit.pit._runner import RECEIPT_VERSION, RunResult, run
 from evalkit.pit._toolbox import TOOL_NAMES, CellView, Toolbox, tool_specs
-from evalkit.pit._verify import Check, verify_pit_receipt
+from evalkit.pit._verify import Check, receipt_schema, verify_pit_receipt
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -48,6 +48,7 @@ __all__ = [
     "load_config",
     "load_prices",
     "network_guard",
+    "receipt_schema",
     "resolve_agent",
     "run",
     "score_answer",
