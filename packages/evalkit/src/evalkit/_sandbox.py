@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import math
 import os
 import queue
@@ -458,7 +459,22 @@ class _Worker:
             )
             for fd in (out_w, in_r, rep_w):
                 ex.close(fd)
-            ex.write(in_w, self._job_line(job), close=False)
+            # the job and every call go in at once: the candidate loads, reports, then answers the calls in turn,
+            # with no round trip between them (each answer still has its own deadline)
+            calls = b"".join(
+                (
+                    tagged_encode(
+                        [
+                            list(cast("list[JSON]", job.tests[k].get("args") or [])),
+                            dict(cast("dict[str, JSON]", job.tests[k].get("kwargs") or {})),
+                            job.fresh,
+                        ]
+                    )
+                    + "\n"
+                ).encode()
+                for k in group
+            )
+            ex.write(in_w, self._job_line(job) + calls, close=True)
             out = ex.read(out_r, cap=limits.output_bytes, lines=False)
             replies = ex.read(rep_r, cap=_MAX_MESSAGE, lines=True)
             loaded = ex.pump(_monotonic() + limits.wall, lambda: bool(replies.messages) or replies.eof or replies.overflow)
@@ -468,14 +484,7 @@ class _Worker:
             if first is not None:
                 outcome = self._load_outcome(first, timed_out=False, exit_status=None)
             if outcome is not None and outcome[0] == "ok":
-                for k in group:
-                    test = job.tests[k]
-                    call = [
-                        list(cast("list[JSON]", test.get("args") or [])),
-                        dict(cast("dict[str, JSON]", test.get("kwargs") or {})),
-                        job.fresh,
-                    ]
-                    ex.write(in_w, (tagged_encode(call) + "\n").encode(), close=k == group[-1])
+                for _ in group:
                     want = len(runs) + 2
                     answered = ex.pump(
                         _monotonic() + limits.wall,
@@ -529,16 +538,14 @@ class _Worker:
                     "candidate", [out_w, cin_r, cout_w], uid=self._uid(), limits=limits.rlimits(), disk_bytes=limits.disk_bytes
                 )
             )
+            # the candidate's source goes in before the checker gets the pipe: it starts loading while the checker
+            # is handed the check, and the checker never relays (or holds) the source
+            if not _write_all(cin_w, self._job_line(job), _monotonic() + limits.wall):
+                raise WallError("the candidate's process did not take its source")
             self._send_check([kin_r, kout_w, cin_w, cout_r])
             for fd in (out_w, cin_r, cout_w, kin_r, kout_w, cin_w, cout_r):
                 ex.close(fd)
-            body = {
-                "check": test["check"],
-                "context": test.get("context") or "",
-                "source": job.source,
-                "entry_point": job.entry_point,
-                "cpu_seconds": limits.cpu_seconds,
-            }
+            body = {"check": test["check"], "context": test.get("context") or "", "entry_point": job.entry_point}
             ex.write(kin_w, (tagged_encode(body) + "\n").encode(), close=True)
             out = ex.read(out_r, cap=limits.output_bytes, lines=False)
             verdict = ex.read(kout_r, cap=_MAX_MESSAGE, lines=True)
@@ -618,6 +625,29 @@ class _Worker:
     def close(self) -> None:
         self._drop_checker()
         self.zygote.stop()
+
+
+def _write_all(fd: int, data: bytes, deadline: float) -> bool:
+    """Write all of ``data`` to a pipe before ``deadline`` (the pipe is enlarged first, so a source of up to 1 MiB
+    goes in at once); False when the reader is gone or too slow."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, 1031, min(max(len(data), 1 << 16), 1 << 20))  # F_SETPIPE_SZ
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    while view:
+        remaining = deadline - _monotonic()
+        if remaining <= 0:
+            return False
+        _, ready, _ = select.select([], [fd], [], remaining)
+        if not ready:
+            continue
+        try:
+            view = view[os.write(fd, view[: 1 << 16]) :]
+        except BlockingIOError:
+            continue
+        except OSError:
+            return False
+    return True
 
 
 def _drain(out: _Reader) -> None:

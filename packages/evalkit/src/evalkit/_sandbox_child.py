@@ -317,9 +317,7 @@ def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int
     encode, decode = tagged_encode, tagged_decode
     job = decode(_LineReader(job_fd, _MAX_JOB).line() or b"null", max_bytes=_MAX_JOB)
     replies = _LineReader(from_candidate, _MAX_MESSAGE)
-    body = {"source": job["source"], "entry_point": job["entry_point"], "cpu_seconds": job["cpu_seconds"]}
-    try:
-        _write(to_candidate, (encode(body) + "\n").encode())
+    try:  # the host wrote the candidate its source; its first line is how loading went
         raw = replies.line()
     except (OSError, ValueError):
         raw = None
@@ -331,7 +329,6 @@ def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int
     if not loaded:
         return
     entry = job["entry_point"]
-    del body, job["source"]
 
     def candidate(*args: object, **kwargs: object) -> object:
         try:
