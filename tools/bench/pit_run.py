@@ -62,6 +62,7 @@ print(json.dumps({
     "events": body["trajectory"]["events"], "trades_main_pit": result.cell("main", "pit")["trades"],
     "sessions": body["window"]["sessions"], "rows": body["protocol"]["P5_window_provenance"]["rows"],
     "trajectory_bytes": os.path.getsize("trajectory.jsonl"),
+    "timings": dict(getattr(result, "timings", {}) or {}),
 }))
 """
 

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +12,6 @@ from evalkit_cli._progress import progress_bar
 from evalkit_core import ConfigError
 
 __all__ = ["export", "run", "verify"]
-
-NETNS_ENV = "EVALKIT_INSIDE_NETNS"
 
 
 def _fmt_return(v: float | None) -> str:
@@ -32,7 +26,16 @@ def _print_run(result_body: dict[str, Any], receipt_path: Path, receipt_sha: str
     typer.echo(f"receipt     {receipt_path}  body {receipt_sha}")
     typer.echo(f"trajectory  {b['trajectory']['path']}  {b['trajectory']['sha256']}  {b['trajectory']['events']} events")
     net = b["network"]
-    typer.echo(f"network     guard={net['guard']} policy={net['policy']} scope={net['scope']} egress_attempts={net['egress_attempts']}")
+    typer.echo(
+        f"network     guard={net['guard']} policy={net['policy']} egress_attempts={net['egress_attempts']} scope: {net['scope']}"
+    )
+    wall: dict[str, Any] = b["agent"].get("wall") or {}
+    if wall.get("full"):
+        typer.echo(
+            "wall        full: own read-only root, pid/mount/IPC/network namespaces, own uid, seccomp; a fresh process per cell"
+        )
+    elif wall:
+        typer.echo("wall        WEAKER than designed: " + "; ".join(wall.get("weaker", [])))
     typer.echo("")
     for c in b["cells"]:
         typer.echo(
@@ -58,24 +61,41 @@ def _print_run(result_body: dict[str, Any], receipt_path: Path, receipt_sha: str
 
 
 def run(
-    config: Path | None = typer.Option(None, "--config", help="RunConfig JSON. Without it: the stub over the built-in demo release."),
-    trajectory: str | None = typer.Option(None, "--trajectory", help="Where to write the trajectory JSONL [default: out/pit/trajectory.jsonl]."),
-    receipt: str | None = typer.Option(None, "--receipt", help="Where to write the receipt [default: out/pit/receipt.json]."),
-    agent: str | None = typer.Option(None, "--agent", help="'stub' or 'module:function' (a fn(prompt, tools))."),
-    prices: str | None = typer.Option(None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."),
-    price_source: str | None = typer.Option(None, "--price-source", help="Where the prices came from (required with --prices)."),
-    pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
-    netns: bool = typer.Option(False, "--netns", help="Re-run inside a fresh network namespace (unshare -rn) so subprocesses are cut off too."),
-    as_json: bool = typer.Option(False, "--json", help="Print the receipt body as JSON instead of the table."),
+    config: Path | None = typer.Option(
+        None, "--config", help="RunConfig JSON. Without it: the stub over the built-in demo release."
+    ),
+    trajectory: str | None = typer.Option(
+        None, "--trajectory", help="Where to write the trajectory JSONL [default: out/pit/trajectory.jsonl]."
+    ),
+    receipt: str | None = typer.Option(
+        None, "--receipt", help="Where to write the receipt [default: out/pit/receipt.json]."
+    ),
+    agent: str | None = typer.Option(
+        None, "--agent", help="'stub' or 'module:function' (a fn(prompt, tools))."
+    ),
+    prices: str | None = typer.Option(
+        None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."
+    ),
+    price_source: str | None = typer.Option(
+        None, "--price-source", help="Where the prices came from (required with --prices)."
+    ),
+    pulled_at: str | None = typer.Option(
+        None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."
+    ),
+    netns: bool = typer.Option(
+        False,
+        "--netns",
+        help="Refuse to run unless the agent gets a network namespace of its own (bubblewrap).",
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the receipt body as JSON instead of the table."
+    ),
 ) -> None:
     """Run an agent over a release: 3 arms x 3 clocks, the probe, and a receipt anyone can re-check."""
-    if netns and os.environ.get(NETNS_ENV) != "1":
-        _reexec_in_netns()
     import attrs
 
-    from evalkit.pit import RunConfig, load_config, load_prices, resolve_agent
+    from evalkit.pit import RunConfig, load_config, resolve_agent
     from evalkit.pit import run as pit_run
-    from evalkit_core import Release
     from evalkit_core._synth import DEMO, PRICE_SOURCE, demo_release_path
 
     overrides: dict[str, Any] = {}
@@ -103,33 +123,20 @@ def run(
     if overrides:
         cfg = attrs.evolve(cfg, **overrides)
     the_agent = resolve_agent(cfg.agent)
-    bundle = Release.load(cfg.bundle_path)
-    the_prices = (
-        load_prices(cfg.prices_path, source=cfg.price_source or "", pulled_at=cfg.prices_pulled_at) if cfg.prices_path else None
-    )
-    scope = "process+netns" if os.environ.get(NETNS_ENV) == "1" else "process"
+    # the release and the prices are loaded by the run itself, while the agent's jail starts
     with progress_bar("cells", enabled=not as_json) as bar:
 
         def report(label: str, done: int, total: int) -> None:
             if bar is not None:
                 bar(done, total, label)
 
-        result = pit_run(the_agent, cfg, bundle, the_prices, network_scope=scope, progress=report)
+        result = pit_run(the_agent, cfg, progress=report, require_network_namespace=netns)
     if as_json:
         typer.echo(json.dumps(result.body, indent=2, sort_keys=True))
     else:
-        _print_run(result.body, result.receipt_path, result.receipt["body_sha256"], bundle.root)
+        _print_run(result.body, result.receipt_path, result.receipt["body_sha256"], Path(cfg.bundle_path))
     if not result.valid:
         raise typer.Exit(1)
-
-
-def _reexec_in_netns() -> None:
-    unshare = shutil.which("unshare")
-    if unshare is None or subprocess.run([unshare, "-rn", "true"], check=False, capture_output=True).returncode != 0:
-        raise ConfigError("--netns: 'unshare -rn' does not work on this machine (needs user namespaces)")
-    env = {**os.environ, NETNS_ENV: "1"}
-    argv = [unshare, "-rn", sys.executable, "-m", "evalkit_cli", *sys.argv[1:]]
-    raise typer.Exit(subprocess.run(argv, env=env, check=False).returncode)
 
 
 def verify(

@@ -1,5 +1,8 @@
 """The PIT run: arms x clocks cells, one agent call per session, the probe, scoring, trajectory and receipt.
 
+The agent never runs in this process: it runs behind the wall, in a fresh jailed process per cell and one for
+the probe (:mod:`evalkit.pit._jail`); this process serves its tool and model calls and records each of them.
+
 Nothing wall-clock enters the trajectory or the receipt body: two runs of one configuration over one release
 give byte-identical trajectories and bodies.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
@@ -16,10 +20,11 @@ from typing import IO, Any, cast
 
 import attrs
 
-from evalkit.pit._agents import Agent, AgentReply
+from evalkit.pit._agents import Agent, AgentReply, AgentSpecError
 from evalkit.pit._config import RunConfig
 from evalkit.pit._gateway import Gateway
-from evalkit.pit._guard import EgressAttempt, NetworkBlocked, NetworkGuard
+from evalkit.pit._guard import EgressAttempt
+from evalkit.pit._jail import AgentError, AgentJail, AgentLimits, AgentProcess, AgentWall, EgressStop
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
 from evalkit.pit._toolbox import CellView, Toolbox
@@ -30,6 +35,7 @@ from evalkit_core import (
     ConfigError,
     Release,
     atomic_open,
+    cache_dir,
     canonical_bytes,
     digest,
     file_digest,
@@ -59,9 +65,14 @@ def _harness_version() -> str:
 
 @attrs.frozen
 class RunResult:
+    """A finished run. ``timings`` (seconds, wall clock, never in the receipt) say where the time went:
+    ``agent`` (the agent's own time, measured by the harness while it waited for the agent), ``jail_start``,
+    ``spawn`` (making the agent processes) and ``processes`` (how many)."""
+
     receipt: dict[str, Any]
     receipt_path: Path
     trajectory_path: Path
+    timings: Mapping[str, float] = attrs.field(factory=dict[str, float])
 
     @property
     def body(self) -> dict[str, Any]:
@@ -122,20 +133,63 @@ def _check_window(config: RunConfig, release: Release) -> tuple[dt.date, dt.date
     return start, end
 
 
+def _protected_paths(config: RunConfig, bundle: Release | None) -> list[Path]:
+    """What the agent's jail must never hold: the release, the prices, the outputs, the cache, the store and the
+    working directory."""
+    from evalkit_core.store import HOME_ENV
+
+    paths = [
+        Path(config.bundle_path),
+        Path(config.trajectory_path).parent,
+        Path(config.receipt_path).parent,
+        cache_dir(),
+        Path.cwd(),
+    ]
+    if bundle is not None:
+        paths.append(Path(bundle.root))
+    if config.prices_path:
+        paths.append(Path(config.prices_path))
+    paths.append(Path(os.environ.get(HOME_ENV) or ".evalkit"))
+    return [p.resolve() for p in paths]
+
+
 def run(
     agent: Agent,
     config: RunConfig,
     bundle: Release | None = None,
     prices: Prices | None = None,
     *,
-    network_scope: str = "process",
     progress: Callable[[str, int, int], None] | None = None,
+    limits: AgentLimits | None = None,
+    require_network_namespace: bool = False,
 ) -> RunResult:
     """Run every (arm, clock) cell of ``config`` with ``agent`` and write the trajectory and the receipt.
 
     ``bundle`` defaults to ``Release.load(config.bundle_path)``; it is narrowed to the config's forms and window.
-    ``prices`` may be None: every cell still runs and reports ``total_return: null``.
+    ``prices`` may be None: every cell still runs and reports ``total_return: null``. The agent runs behind the
+    wall with ``limits`` (:class:`AgentLimits`); with ``require_network_namespace`` the run refuses to start
+    (ConfigError) where the wall cannot give the agent a network namespace of its own.
     """
+    from evalkit.pit._recipe import recipe_for
+
+    recipe = recipe_for(agent, _protected_paths(config, bundle))
+    jail = AgentJail(recipe, network_policy=config.network_policy, limits=limits)
+    jail.start_background()
+    try:
+        return _run(agent, config, bundle, prices, jail, progress, require_network_namespace)
+    finally:
+        jail.close()
+
+
+def _run(
+    agent: Agent,
+    config: RunConfig,
+    bundle: Release | None,
+    prices: Prices | None,
+    jail: AgentJail,
+    progress: Callable[[str, int, int], None] | None,
+    require_network_namespace: bool,
+) -> RunResult:
     release = bundle if bundle is not None else Release.load(config.bundle_path)
     start, end = _check_window(config, release)
     release = release.select(forms=list(config.forms) or None, start=start, end=end)
@@ -151,7 +205,19 @@ def run(
     run_id = "run-" + digest({"config_sha256": config_sha, "bundle_content_digest": release.content_digest})[7:23]
     traj_path = Path(config.trajectory_path)
     receipt_path = Path(config.receipt_path)
+    jail.ready()
+    if require_network_namespace and not jail.wall.own_network_namespace:
+        raise ConfigError(
+            f"--netns: this machine cannot give the agent a network namespace ({jail.wall.network})"
+        )
+    try:  # loaded before anything is written: an agent that cannot load is the caller's error
+        first = jail.process()
+    except AgentError as exc:
+        raise AgentSpecError(
+            f"agent {agent.name!r} cannot be loaded inside its jail: {exc.error_type}: {exc.message}"
+        ) from None
     state = _RunState(config, release, calendar, sessions, prices, agent)
+    state.jail, state.proc = jail, first
     with atomic_open(traj_path) as fh:
         traj = _Trajectory(fh)
         state.traj = traj
@@ -168,22 +234,26 @@ def run(
                 "rows": release.arm("main").height,
             }
         )
-        guard = NetworkGuard(config.network_policy, on_attempt=state.on_egress)
         state.gateway.hold_keys()
-        guard.install()
         try:
             state.run_cells(progress)
             if not state.stopped:
                 state.run_probe()
         finally:
-            guard.remove()
+            state.end_process()
             state.gateway.stop()
         traj.emit({"type": "run_end", "valid": state.valid, "invalidated_by": state.invalidated_by})
         events = traj.events
-    body = state.body(run_id, config_sha, traj_path, events, file_digest(traj_path), guard, network_scope)
+    body = state.body(run_id, config_sha, traj_path, events, file_digest(traj_path), jail.wall, jail.limits)
     receipt = make_receipt(body)
     write_receipt(receipt_path, receipt)
-    return RunResult(receipt=receipt, receipt_path=receipt_path, trajectory_path=traj_path)
+    timings = {
+        "agent": jail.agent_seconds,
+        "jail_start": jail.start_seconds,
+        "spawn": jail.spawn_seconds,
+        "processes": float(jail.processes),
+    }
+    return RunResult(receipt=receipt, receipt_path=receipt_path, trajectory_path=traj_path, timings=timings)
 
 
 @attrs.define
@@ -227,6 +297,8 @@ class _RunState:
         self.probe_view: CellView | None = None  # the shifted arm's view under the probe clock, kept from its cell
         self.fallback_rows: dict[str, int] = {}
         self.gateway = Gateway()
+        self.jail: AgentJail
+        self.proc: AgentProcess | None = None  # the agent's process for the current cell (or the probe)
         self.model_spend = Decimal(0)
         self.model_calls = 0
         self.reported_models: set[str] = set()
@@ -287,23 +359,43 @@ class _RunState:
             reasons.append("agent_error")
         return reasons
 
+    def _agent_failed(self, exc: AgentError) -> _Stop:
+        event = {
+            "type": "agent_error",
+            "error_type": exc.error_type,
+            "message": exc.message[:2000],
+            **self.where,
+        }
+        self.agent_errors.append(event)
+        self.traj.emit(event)
+        self.stopped = True
+        return _Stop("agent_error")
+
     def _call_agent(self, prompt: str, toolbox: Toolbox) -> AgentReply | None:
-        """Call the agent; record errors and egress. Raise _Stop when the run must end."""
+        """One session of the agent in its jailed process (a fresh one at the start of each cell and of the
+        probe); record errors and egress. Raise _Stop when the run must end."""
         try:
-            reply = self.agent(prompt, toolbox)
-        except NetworkBlocked:
+            if self.proc is None:
+                self.proc = self.jail.process()
+            reply = self.proc.session(prompt, toolbox, self.on_egress)
+        except EgressStop as stop:
+            attempt = stop.args[0] if stop.args else None
+            if isinstance(attempt, EgressAttempt):
+                self.on_egress(attempt)
             self.stopped = True
             raise _Stop("network_egress_attempt") from None
-        except Exception as exc:
-            event = {"type": "agent_error", "error_type": type(exc).__name__, "message": str(exc)[:2000], **self.where}
-            self.agent_errors.append(event)
-            self.traj.emit(event)
-            self.stopped = True
-            raise _Stop("agent_error") from None
+        except AgentError as exc:
+            raise self._agent_failed(exc) from None
         if self.egress and self.config.network_policy == "abort":
             self.stopped = True
             raise _Stop("network_egress_attempt")
         return reply
+
+    def end_process(self) -> None:
+        """End the agent's process: nothing it remembers reaches the next cell."""
+        if self.proc is not None:
+            self.proc.close()
+            self.proc = None
 
     # -- cells -----------------------------------------------------------------------------------------------
 
@@ -324,6 +416,7 @@ class _RunState:
                     return
                 finally:
                     done += len(self.sessions)
+                    self.end_process()
                 self.cell_results.append(result)
 
     def _run_cell(
@@ -486,8 +579,8 @@ class _RunState:
         traj_path: Path,
         events: int,
         traj_sha: str,
-        guard: NetworkGuard,
-        scope: str,
+        wall: AgentWall,
+        limits: AgentLimits,
     ) -> dict[str, Any]:
         cfg = self.config
         cells = self.cell_results
@@ -514,7 +607,12 @@ class _RunState:
             "kind": "pit_run",
             "run_id": run_id,
             "harness": {"name": HARNESS_NAME, "version": _harness_version()},
-            "agent": {"spec": cfg.agent, "name": self.agent.name},
+            "agent": {
+                "spec": cfg.agent,
+                "name": self.agent.name,
+                "wall": wall.to_json(),
+                "limits": limits.to_json(),
+            },
             "valid": self.valid,
             "invalidated_by": self.invalidated_by,
             "completed": not self.stopped,
@@ -526,12 +624,19 @@ class _RunState:
             },
             "config": cfg.digest_view(),
             "network": {
-                "guard": "in_process_socket_guard",
+                "guard": "recorder_in_agent_jail",
                 "policy": cfg.network_policy,
-                "clean": guard.clean,
+                "clean": not self.egress,
                 "egress_attempts": len(self.egress),
-                "attempts": [{k: e[k] for k in ("kind", "target", "call_site", "arm", "clock", "session_date") if k in e} for e in self.egress],
-                "scope": scope,
+                "attempts": [
+                    {
+                        k: e[k]
+                        for k in ("kind", "target", "call_site", "arm", "clock", "session_date")
+                        if k in e
+                    }
+                    for e in self.egress
+                ],
+                "scope": wall.network,
             },
             "trajectory": {"path": str(traj_path), "events": events, "sha256": traj_sha},
             "window": {"start": self.sessions[0].date.isoformat(), "end": window_end.isoformat(), "sessions": len(self.sessions)},
