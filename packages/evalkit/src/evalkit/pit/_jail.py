@@ -161,8 +161,6 @@ class AgentJail:
         self._wall: AgentWall | None = None
         self._error: BaseException | None = None
         self._starter: threading.Thread | None = None
-        self._started = threading.Event()
-        self._closing = threading.Event()
         self.agent_seconds = 0.0
         self.start_seconds = 0.0
         self.spawn_seconds = 0.0
@@ -218,24 +216,21 @@ class AgentJail:
         raise AgentJailError(f"the agent's wall could not start on this machine: {last}")
 
     def start_background(self) -> None:
-        """Start the zygote on a thread of its own, so that its start overlaps the harness's own loading. The
-        thread lives until :meth:`close`: bubblewrap's ``--die-with-parent`` follows the thread that started it."""
+        """Start the zygote on a thread of its own, so that its start overlaps the harness's own loading."""
 
         def go() -> None:
             try:
                 self.start()
-            except BaseException as exc:
+            except BaseException as exc:  # handed to the thread that waits in ready()
                 self._error = exc
-            finally:
-                self._started.set()
-            self._closing.wait()
 
         self._starter = threading.Thread(target=go, name="evalkit-agent-jail", daemon=True)
         self._starter.start()
 
     def ready(self) -> None:
         if self._starter is not None:
-            self._started.wait()
+            self._starter.join()
+            self._starter = None
         if self._error is not None:
             error, self._error = self._error, None
             raise error
@@ -329,10 +324,6 @@ class AgentJail:
                 self._zygote.settle(timeout=5.0)
             self._zygote.stop()
             self._zygote = None
-        self._closing.set()
-        if self._starter is not None:
-            self._starter.join()
-            self._starter = None
 
 
 class AgentJailError(EvalkitError):
