@@ -758,6 +758,12 @@ FAILURES = {
         "AgentProtocolError",
         "longer than",
     ),
+    "floods_requests": (
+        "while True:\n    tools.pit_coverage()",
+        AgentLimits(session_requests=50),
+        "AgentLimit",
+        "more than 50 requests",
+    ),
     "keyboard_interrupt": ("raise KeyboardInterrupt", AgentLimits(), "KeyboardInterrupt", ""),
     "system_exit": ("raise SystemExit(4)", AgentLimits(), "SystemExit", "4"),
     "prints_then_dies": (

@@ -55,7 +55,8 @@ _SETUP_FAILED = 70
 class AgentLimits:
     """Per agent process (one per cell, one for the probe): CPU seconds and memory (rlimits, kernel-enforced),
     the wall clock of one session and of loading the agent (host-enforced; the harness's own time answering
-    requests is not counted), the private ``/job`` tmpfs, open files, and how much output is kept."""
+    requests is not counted, so a session also has a cap on its requests), the private ``/job`` tmpfs, open
+    files, and how much output is kept."""
 
     cpu_seconds: int = 600
     session_seconds: float = 300.0
@@ -66,6 +67,7 @@ class AgentLimits:
     open_files: int = 256
     output_bytes: int = 64 << 10
     message_bytes: int = 64 << 20
+    session_requests: int = 10_000
 
     def rlimits(self) -> dict[str, int]:
         # nproc 1: one process, one thread; every process of the job is this one, so its end is the job's end
@@ -89,6 +91,7 @@ class AgentLimits:
             "file_bytes": self.file_bytes,
             "open_files": self.open_files,
             "processes": 1,
+            "session_requests": self.session_requests,
         }
 
 
@@ -529,11 +532,19 @@ class AgentProcess:
         self._send(["session", prompt, context])
         budget = self.limits.session_seconds
         abort = self.jail.network_policy == "abort"
+        requests = 0
         while True:
             t0 = self.jail.agent_seconds
             msg = self._next(budget, "in one session")
             budget = max(0.0, budget - (self.jail.agent_seconds - t0))
             kind = msg[0]
+            requests += 1
+            if requests > self.limits.session_requests:
+                self.kill()
+                raise AgentError(
+                    "AgentLimit",
+                    f"the agent made more than {self.limits.session_requests} requests in one session (killed)",
+                )
             if kind == "tool" and len(msg) == 3 and isinstance(msg[1], str) and isinstance(msg[2], dict):
                 self._send(["result", toolbox.call(msg[1], cast("dict[str, Any]", msg[2]))])
             elif (
