@@ -536,14 +536,29 @@ BLOCKED_QUIETLY = {
         "import asyncio\nasyncio.run(asyncio.open_connection('192.0.2.1', 80))",
         "PermissionError",
     ),
+    # past both recorders, an AF_UNIX socket is refused (EPERM), without a record: there is nothing to reach
     "unix_socket_by_raw_syscall": (
-        (
-            "import ctypes, os\nfd = ctypes.CDLL(None, use_errno=True).syscall(41, 1, 1, 0)\n"
-            "raise OSError(ctypes.get_errno(), f'fd {fd}')"
-        ),
-        "PermissionError:1:fd -1",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nreturn f'{libc.syscall(41, 1, 1, 0)}:{ctypes.get_errno()}'",
+        "-1:1",
     ),
-    "unshare": ("import os\nos.unshare(os.CLONE_NEWNET)", "PermissionError"),
+    "socketpair_by_raw_syscall": (
+        (
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "pair = (ctypes.c_int * 2)()\nreturn f'{libc.syscall(53, 1, 1, 0, pair)}:{ctypes.get_errno()}'"
+        ),
+        "-1:1",
+    ),
+    "unshare_network": (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nreturn f'{libc.unshare(0x40000000)}:{ctypes.get_errno()}'",
+        "-1:1",
+    ),
+    "setns_into_pid_1": (
+        (
+            "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "fd = os.open('/proc/1/ns/net', os.O_RDONLY)\nreturn f'{libc.setns(fd, 0)}:{ctypes.get_errno()}'"
+        ),
+        "-1:1",
+    ),
 }
 
 QUIET_AGENT = """
@@ -552,8 +567,7 @@ def agent(prompt, tools):
 {code}
         return "no error"
     except BaseException as exc:
-        extra = ":" + str(exc.errno) + ":" + str(exc.strerror) if isinstance(exc, OSError) and exc.errno == 1 and "fd" in str(exc) else ""
-        return type(exc).__name__ + extra
+        return type(exc).__name__
 """
 
 
@@ -563,8 +577,6 @@ def test_ways_around_the_recorders_are_refused_by_the_kernel(
     name: str, synth_release_dir: Path, write_agent: Callable[..., str], in_tmp: Path
 ) -> None:
     code, expected = BLOCKED_QUIETLY[name]
-    if name == "unshare" and not hasattr(os, "unshare"):
-        pytest.skip("os.unshare needs Python 3.12")
     spec = write_agent(QUIET_AGENT.format(code=textwrap.indent(code, " " * 8)))
     result = run(resolve_agent(spec), _cfg(synth_release_dir, agent=spec, end=RUN_START))
     assert _texts(result) == [expected]

@@ -23,6 +23,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import marshal
 import os
 import select
 import signal
@@ -164,6 +165,8 @@ class AgentJail:
         self._wall: AgentWall | None = None
         self._error: BaseException | None = None
         self._starter: threading.Thread | None = None
+        self._first: AgentProcess | None = None
+        self._first_error: AgentError | None = None
         self.agent_seconds = 0.0
         self.start_seconds = 0.0
         self.spawn_seconds = 0.0
@@ -181,7 +184,10 @@ class AgentJail:
         return WallPolicy(
             ro_paths=(*roots, *self.recipe.binds),
             deny=DEFAULT_DENY,
-            python_flags=("-P",),
+            python_flags=(
+                "-S",
+                "-P",
+            ),  # this environment's site directories are added by the payload (its .pth files too)
             pythonpath=tuple(dict.fromkeys((*site_dirs(), *parents))),
             kill_network_sockets=True,
         )
@@ -215,6 +221,10 @@ class AgentJail:
                 continue
             self._wall = self._measure(zygote)
             self.start_seconds = _monotonic() - t0
+            try:  # the first cell's process, loaded while the harness still prepares the run
+                self._first = AgentProcess(self, self.recipe)
+            except AgentError as exc:
+                self._first_error = exc
             return
         raise AgentJailError(f"the agent's wall could not start on this machine: {last}")
 
@@ -317,11 +327,20 @@ class AgentJail:
     def process(self) -> AgentProcess:
         """A fresh jailed process with the agent built in it; AgentError if it could not be built."""
         self.ready()
+        first, self._first = self._first, None
+        if first is not None:
+            return first
+        if self._first_error is not None:
+            error, self._first_error = self._first_error, None
+            raise error
         return AgentProcess(self, self.recipe)
 
     def close(self) -> None:
         with contextlib.suppress(AgentJailError, WallError, OSError):
             self.ready()
+        if self._first is not None:
+            self._first.close()
+            self._first = None
         if self._zygote is not None:
             with contextlib.suppress(OSError):
                 self._zygote.settle(timeout=5.0)
@@ -403,7 +422,8 @@ class AgentProcess:
                 os.close(fd)
 
     def _send(self, msg: list[Any]) -> None:
-        self._pending += json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        data = marshal.dumps(msg)  # to the agent: trusted data, read by the same interpreter
+        self._pending += len(data).to_bytes(8, "little") + data
 
     def _pump(self, deadline: float) -> bool:
         """Move bytes until a whole message has arrived (or end of file, or too long a line); False at the

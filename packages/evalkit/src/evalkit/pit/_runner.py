@@ -205,19 +205,8 @@ def _run(
     run_id = "run-" + digest({"config_sha256": config_sha, "bundle_content_digest": release.content_digest})[7:23]
     traj_path = Path(config.trajectory_path)
     receipt_path = Path(config.receipt_path)
-    jail.ready()
-    if require_network_namespace and not jail.wall.own_network_namespace:
-        raise ConfigError(
-            f"--netns: this machine cannot give the agent a network namespace ({jail.wall.network})"
-        )
-    try:  # loaded before anything is written: an agent that cannot load is the caller's error
-        first = jail.process()
-    except AgentError as exc:
-        raise AgentSpecError(
-            f"agent {agent.name!r} cannot be loaded inside its jail: {exc.error_type}: {exc.message}"
-        ) from None
     state = _RunState(config, release, calendar, sessions, prices, agent)
-    state.jail, state.proc = jail, first
+    state.jail, state.require_netns = jail, require_network_namespace
     with atomic_open(traj_path) as fh:
         traj = _Trajectory(fh)
         state.traj = traj
@@ -298,7 +287,9 @@ class _RunState:
         self.fallback_rows: dict[str, int] = {}
         self.gateway = Gateway()
         self.jail: AgentJail
+        self.require_netns = False
         self.proc: AgentProcess | None = None  # the agent's process for the current cell (or the probe)
+        self.loaded = False  # whether an agent process has loaded the agent yet
         self.model_spend = Decimal(0)
         self.model_calls = 0
         self.reported_models: set[str] = set()
@@ -376,7 +367,7 @@ class _RunState:
         probe); record errors and egress. Raise _Stop when the run must end."""
         try:
             if self.proc is None:
-                self.proc = self.jail.process()
+                self.proc = self._new_process()
             reply = self.proc.session(prompt, toolbox, self.on_egress)
         except EgressStop as stop:
             attempt = stop.args[0] if stop.args else None
@@ -390,6 +381,24 @@ class _RunState:
             self.stopped = True
             raise _Stop("network_egress_attempt")
         return reply
+
+    def _new_process(self) -> AgentProcess:
+        """A fresh agent process. The first one of the run proves the agent loads: if it cannot, or the wall
+        cannot give what the caller required, that is the caller's error, raised out of the run before its
+        trajectory is renamed into place (the jail started while the harness loaded; this waits for it)."""
+        if self.loaded:
+            return self.jail.process()
+        self.jail.ready()
+        if self.require_netns and not self.jail.wall.own_network_namespace:
+            raise ConfigError(f"--netns: this machine cannot give the agent a network namespace ({self.jail.wall.network})")
+        try:
+            proc = self.jail.process()
+        except AgentError as exc:
+            raise AgentSpecError(
+                f"agent {self.agent.name!r} cannot be loaded inside its jail: {exc.error_type}: {exc.message}"
+            ) from None
+        self.loaded = True
+        return proc
 
     def end_process(self) -> None:
         """End the agent's process: nothing it remembers reaches the next cell."""
