@@ -225,6 +225,8 @@ class AgentJail:
                 self._first = AgentProcess(self, self.recipe)
             except AgentError as exc:
                 self._first_error = exc
+            except WallError:  # tried again, and reported, when the run asks for it
+                self._first = None
             return
         raise AgentJailError(f"the agent's wall could not start on this machine: {last}")
 
@@ -333,7 +335,10 @@ class AgentJail:
         if self._first_error is not None:
             error, self._first_error = self._first_error, None
             raise error
-        return AgentProcess(self, self.recipe)
+        try:
+            return AgentProcess(self, self.recipe)
+        except WallError as exc:  # the wall itself, never the agent's doing
+            raise AgentJailError(f"the agent's wall failed during the run: {exc}") from None
 
     def close(self) -> None:
         with contextlib.suppress(AgentJailError, WallError, OSError):
