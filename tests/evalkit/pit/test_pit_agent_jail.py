@@ -521,6 +521,42 @@ def test_under_continue_attempts_are_recorded_and_clearing_the_guard_changes_not
     assert body["network"]["egress_attempts"] == 3 * sessions
 
 
+@needs_wall
+@pytest.mark.parametrize("policy", ["abort", "continue"])
+def test_an_attempt_while_the_agent_is_imported_is_recorded(
+    policy: str, synth_release_dir: Path, write_agent: Callable[..., str], in_tmp: Path
+) -> None:
+    spec = write_agent(
+        """
+        import socket
+
+        try:
+            socket.getaddrinfo("example.invalid", 443)  # at import time, in every process
+        except OSError:
+            pass
+
+        def agent(prompt, tools):
+            return "loaded"
+        """
+    )
+    cfg = _cfg(synth_release_dir, agent=spec, network_policy=policy, arms=("main", "shifted"))
+    result = run(resolve_agent(spec), cfg)
+    body = result.body
+    assert body["valid"] is False
+    assert body["invalidated_by"] == ["network_egress_attempt"]
+    egress = [e for e in _events(result.trajectory_path) if e["type"] == "egress_attempt"]
+    assert {e["kind"] for e in egress} == {"getaddrinfo"}
+    assert all(e["target"] == "example.invalid:443" for e in egress)
+    if policy == "abort":
+        assert len(egress) == 1
+        assert body["completed"] is False
+        assert _texts(result) == []
+    else:  # one attempt per process: two cells
+        assert [(e["arm"], e["clock"]) for e in egress] == [("main", "pit"), ("shifted", "pit")]
+        assert body["completed"] is True
+        assert set(_texts(result)) == {"loaded"}
+
+
 BLOCKED_QUIETLY = {
     # each is refused by the kernel or the rlimits before anything could leave; none reaches a network call
     "subprocess": (

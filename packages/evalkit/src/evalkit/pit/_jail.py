@@ -139,7 +139,12 @@ class AgentError(Exception):
 
 
 class EgressStop(Exception):  # noqa: N818 - control flow: the run must stop at this attempt
-    """A network attempt under policy ``abort``, or one the kernel ended the agent for: the run stops."""
+    """A network attempt under policy ``abort``, or one the kernel ended the agent for: the run stops.
+    ``attempts`` are the ones still to record (those reported as they happened are recorded already)."""
+
+    def __init__(self, *attempts: EgressAttempt) -> None:
+        super().__init__("network egress attempt")
+        self.attempts = list(attempts)
 
 
 @cache
@@ -161,12 +166,11 @@ class AgentJail:
         self._uid_base = uid_block()
         self._uid_next = 0
         self._zygote: Zygote | None = None
-        self._weaker: list[str] = []
         self._wall: AgentWall | None = None
         self._error: BaseException | None = None
         self._starter: threading.Thread | None = None
         self._first: AgentProcess | None = None
-        self._first_error: AgentError | None = None
+        self._first_error: AgentError | EgressStop | None = None
         self.agent_seconds = 0.0
         self.start_seconds = 0.0
         self.spawn_seconds = 0.0
@@ -181,13 +185,12 @@ class AgentJail:
 
         # the directories holding evalkit's packages (an editable install's src/), so they import without .pth
         parents = [str(Path(m.__file__ or "").resolve().parent.parent) for m in (evalkit, evalkit_core)]
+        # -S: this environment's site directories (and their .pth files) are added by the payload, not the
+        # interpreter's own site-packages
         return WallPolicy(
             ro_paths=(*roots, *self.recipe.binds),
             deny=DEFAULT_DENY,
-            python_flags=(
-                "-S",
-                "-P",
-            ),  # this environment's site directories are added by the payload (its .pth files too)
+            python_flags=("-S", "-P"),
             pythonpath=tuple(dict.fromkeys((*site_dirs(), *parents))),
             kill_network_sockets=True,
         )
@@ -200,13 +203,10 @@ class AgentJail:
         """Start the zygote and prove it with a canary (the stub, loaded); without a layer the machine cannot
         give, try again and record what is missing."""
         t0 = _monotonic()
-        attempts: list[tuple[dict[str, bool], str | None]] = [
-            ({}, None),
-            ({"namespaces": False}, "processes"),
-            ({"bwrap": False, "namespaces": False}, "filesystem"),
-        ]
+        # each layer dropped is measured and reported by _measure, not assumed
+        attempts: list[dict[str, bool]] = [{}, {"namespaces": False}, {"bwrap": False, "namespaces": False}]
         last: BaseException | None = None
-        for kwargs, dropped in attempts:
+        for kwargs in attempts:
             zygote = Zygote(self._policy(), self._source(), label="agent", **kwargs)
             try:
                 zygote.start()
@@ -216,14 +216,12 @@ class AgentJail:
                 last = exc
                 zygote.stop()
                 self._zygote = None
-                if dropped is not None:
-                    self._weaker.append(dropped)
                 continue
             self._wall = self._measure(zygote)
             self.start_seconds = _monotonic() - t0
             try:  # the first cell's process, loaded while the harness still prepares the run
                 self._first = AgentProcess(self, self.recipe)
-            except AgentError as exc:
+            except (AgentError, EgressStop) as exc:
                 self._first_error = exc
             except WallError:  # tried again, and reported, when the run asks for it
                 self._first = None
@@ -391,6 +389,8 @@ class AgentProcess:
         self.output = bytearray()
         self._status: int | None = None
         self._ended = False
+        self.reported = False  # whether an attempt of this process reached the harness as it happened
+        self.load_egress: list[EgressAttempt] = []  # attempts made while the agent's module was imported
         options = {"network_policy": jail.network_policy, "paths": list(recipe.paths)}
         self._send(["load", dict(recipe.spec), options])
         try:
@@ -399,11 +399,23 @@ class AgentProcess:
             self.close()
             raise
         jail.spawn_seconds += _monotonic() - t0
-        try:
-            msg = self._next(limits.load_seconds, "while loading the agent")
-        except AgentError:
-            self.close()
-            raise
+        budget = limits.load_seconds
+        while True:
+            t1 = jail.agent_seconds
+            try:
+                msg = self._next(budget, "while loading the agent")
+            except EgressStop as stop:
+                self.close()
+                raise EgressStop(*self.load_egress, *stop.attempts) from None
+            except AgentError:
+                self.close()
+                raise
+            budget = max(0.0, budget - (jail.agent_seconds - t1))
+            if msg[0] == "egress" and len(msg) == 4:  # recorded when the run takes this process
+                self.load_egress.append(_attempt(msg))
+                self.reported = True
+                continue
+            break
         if msg[0] == "ready":
             return
         self.close()
@@ -509,7 +521,9 @@ class AgentProcess:
             )
         status = self._end()
         if os.WIFEXITED(status or 0) and status is not None and os.WEXITSTATUS(status) == _EXIT_EGRESS:
-            raise EgressStop(EgressAttempt("recorder_exit", None, None))
+            raise (
+                EgressStop(EgressAttempt("recorder_exit", None, None)) if not self.reported else EgressStop()
+            )
         if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == _EXIT_TAMPERED:
             raise EgressStop(EgressAttempt("recorder_channel_replaced", None, None))
         if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSYS:
@@ -557,6 +571,9 @@ class AgentProcess:
         self._send(["session", prompt, context])
         budget = self.limits.session_seconds
         abort = self.jail.network_policy == "abort"
+        loaded, self.load_egress = self.load_egress, []
+        for attempt in loaded:  # made while its module was imported (policy continue: it went on)
+            on_egress(attempt)
         requests = 0
         while True:
             t0 = self.jail.agent_seconds
@@ -577,11 +594,11 @@ class AgentProcess:
             ):
                 self._send(self._complete(toolbox, msg[1], cast("dict[str, Any]", msg[2])))
             elif kind == "egress" and len(msg) == 4:
-                attempt = EgressAttempt(_text(msg[1], 100) or "?", _opt_text(msg[2]), _opt_text(msg[3]))
-                on_egress(attempt)
+                self.reported = True
+                on_egress(_attempt(msg))
                 if abort:
                     self.kill()
-                    raise EgressStop(None)
+                    raise EgressStop
             elif kind == "reply" and len(msg) == 3 and isinstance(msg[1], list):
                 picks = cast("list[object]", msg[1])
                 text = msg[2]
@@ -629,6 +646,10 @@ class AgentProcess:
             self._spawned = None
         for fd in list(self._fds):
             self._close(fd)
+
+
+def _attempt(msg: list[Any]) -> EgressAttempt:
+    return EgressAttempt(_text(msg[1], 100) or "?", _opt_text(msg[2]), _opt_text(msg[3]))
 
 
 def _text(value: object, cap: int) -> str:

@@ -370,8 +370,7 @@ class _RunState:
                 self.proc = self._new_process()
             reply = self.proc.session(prompt, toolbox, self.on_egress)
         except EgressStop as stop:
-            attempt = stop.args[0] if stop.args else None
-            if isinstance(attempt, EgressAttempt):
+            for attempt in stop.attempts:
                 self.on_egress(attempt)
             self.stopped = True
             raise _Stop("network_egress_attempt") from None
