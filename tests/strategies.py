@@ -180,3 +180,177 @@ hostile_texts = st.one_of(
     st.integers(min_value=1, max_value=5000).map(lambda n: "[" * n + "]" * n),
     st.integers(min_value=1, max_value=5000).map(lambda n: '{"$t":' * n + "1" + "}" * n),
 )
+
+# --- model completions, hostile and not (extraction) -------------------------------------------------------
+
+_MIB = 1 << 20
+
+# Pieces real answers are made of, and pieces that break naive parsers: fences of every kind, prose, code with
+# and without indentation, tags, JSON, stray brackets and quotes, line endings, NUL, lone surrogates.
+_COMPLETION_PIECES = (
+    "```python\n",
+    "```\n",
+    "```py3\n",
+    "```json\n",
+    "~~~\n",
+    "```  ### Output:\n",
+    "````\n",
+    "   ```python\n",
+    "Here is the code:\n",
+    "This works because it returns x.\n",
+    "Output: 5\n",
+    "Explanation\n",
+    "def solve(x):\n",
+    "    return x\n",
+    "    return helper(x)\n",
+    " def solve(x):\n",
+    "\tdef solve(x):\n\t\treturn x\n",
+    "def helper(x):\n    return 2 * x\n",
+    "import math\n",
+    "solve = lambda x: x\n",
+    "class Solution:\n    def solve(self, x):\n        return x\n",
+    "if x:\n",
+    "elif x:\n",
+    "else:\n",
+    "    pass\n",
+    "@dec\n",
+    "[PYTHON]\n",
+    "[/PYTHON]\n",
+    "<code>",
+    "</code>",
+    '{"a": [1, 2]}',
+    '{"a": NaN}',
+    "[1e400]",
+    '["\\ud800"]',
+    "[",
+    "]",
+    "{",
+    "}",
+    "(",
+    ")",
+    '"',
+    "'",
+    "'''",
+    '"""',
+    "\\",
+    "\\\n",
+    "#",
+    "f'{",
+    "\r\n",
+    "\r",
+    "\n",
+    "\x00",
+    "\ud800",
+    "\udfff",
+    " ",
+    "\t",
+)
+
+
+@st.composite
+def completions(draw: st.DrawFn) -> str:
+    """A completion stitched from answer-shaped pieces and random text."""
+    parts = draw(st.lists(st.one_of(st.sampled_from(_COMPLETION_PIECES), st.text(max_size=12)), max_size=30))
+    return "".join(parts)
+
+
+# Units repeated up to 1 MiB: deep nesting, long chains, unclosed fences and strings, many tiny blocks.
+_ADVERSARIAL_UNITS = (
+    "[",
+    "]",
+    "{",
+    '{"a":',
+    "[1] ",
+    "(",
+    "()",
+    "[0]",
+    ".b",
+    "1+",
+    "-",
+    "not ",
+    "lambda: ",
+    "1 if 1 else ",
+    "```\n",
+    "```",
+    "```python\n",
+    "```python\ndef solve(\n",
+    "```python\ndef solve(): return helper()\n```\n",
+    "def solve(): pass\n",
+    "f(1)\n",
+    "elif x:\n    pass\n",
+    "    ",
+    "\n",
+    '"',
+    '\\"',
+    "'''",
+    "\\",
+    "a",
+    "\x00",
+    "\ud800",
+    "<code>",
+    "[PYTHON]",
+    "NaN",
+    "see (the ",
+)
+
+
+@st.composite
+def adversarial_texts(draw: st.DrawFn) -> str:
+    """A head, one unit repeated up to 1 MiB (sizes biased to the small, the limits and the whole MiB), a tail."""
+    head = draw(st.sampled_from(("", "def solve():\n    return ", "```python\n", "Here:\n", '{"a": ')))
+    unit = draw(st.sampled_from(_ADVERSARIAL_UNITS))
+    size = draw(st.sampled_from((10, 1_000, 64 << 10, 128 << 10, _MIB)) | st.integers(1, _MIB))
+    tail = draw(
+        st.sampled_from(("", "\n", "1" + ")" * 100, "]" * 1000, "\n```\n", "def solve(x):\n    return x\n"))
+    )
+    body = unit * max(1, size // len(unit))
+    return (head + body + tail)[:_MIB]
+
+
+_JSON_BRACKET_TOKENS = ("[", "]", "{", "}", ",", ":", "1", " ", "x", "null", '"a"', "true", "-", "2.5")
+
+# Bracket soup without stray quotes: where the linear span search must agree with the brute-force rule.
+json_bracket_texts = st.lists(st.sampled_from(_JSON_BRACKET_TOKENS), max_size=40).map("".join)
+
+
+def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    two = st.tuples(children, children)
+    return st.one_of(
+        two.map(lambda p: f"{p[0]} + {p[1]}"),
+        two.map(lambda p: f"{p[0]} ** {p[1]}"),
+        two.map(lambda p: f"{p[0]} and {p[1]}"),
+        two.map(lambda p: f"{p[0]} < {p[1]}"),
+        two.map(lambda p: f"({p[0]})({p[1]})"),
+        two.map(lambda p: f"({p[0]})[{p[1]}]"),
+        two.map(lambda p: f"[{p[0]}, {p[1]}]"),
+        two.map(lambda p: f"{{{p[0]}: {p[1]}}}"),
+        st.tuples(children, children, children).map(lambda p: f"{p[0]} if {p[1]} else {p[2]}"),
+        children.map(lambda c: f"-{c}"),
+        children.map(lambda c: f"not {c}"),
+        children.map(lambda c: f"({c}).attr"),
+        children.map(lambda c: f"lambda: {c}"),
+        children.map(lambda c: f'f"{{{c}}}"'),
+        children.map(lambda c: f"[y for y in {c} if y]"),
+        children.map(lambda c: f"{c} if 1 else {c} if 2 else {c}"),
+    )
+
+
+_expressions = st.recursive(
+    st.sampled_from(("x", "1", "'s'", "f'{x}'", "b'z'", "r'\\d'")), _combine, max_leaves=25
+)
+
+
+@st.composite
+def python_expressions(draw: st.DrawFn) -> str:
+    """A statement nesting random expressions: an assignment, or an if/elif chain inside indented blocks."""
+    expr = draw(_expressions)
+    shape = draw(st.integers(0, 2))
+    if shape == 0:
+        return f"x = {expr}\n"
+    if shape == 1:
+        branches = draw(st.integers(1, 12))
+        elifs = "".join(f"elif {expr}:\n    y = {i}\n" for i in range(branches))
+        return f"if x:\n    pass\n{elifs}else:\n    y = 0\n"
+    depth = draw(st.integers(1, 20))
+    lines = [" " * i + "if x:" for i in range(depth)]
+    return "\n".join([*lines, " " * depth + f"y = {expr}"]) + "\n"

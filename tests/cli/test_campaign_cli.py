@@ -42,7 +42,11 @@ def test_run_prints_the_table_writes_outputs_and_status_and_report_agree(tmp_pat
     assert "sim/weak" in out
     receipt = home / "campaigns" / "c" / "receipt.json"
     assert f"receipt {receipt}" in out
-    assert all(c.ok for c in verify_campaign_receipt(receipt))
+    assert all(c.ok for c in verify_campaign_receipt(receipt, home=home))
+    assert "signature" in {c.name for c in verify_campaign_receipt(receipt, home=home)}
+    cli_verify = runner.invoke(app, ["campaign", "verify", str(receipt), "--home", str(home)])
+    assert cli_verify.exit_code == 0, cli_verify.output
+    assert cli_verify.output.splitlines()[0].split() == ["ok", "signature"]
     report_file = json.loads((home / "campaigns" / "c" / "report.json").read_text())
 
     status = runner.invoke(app, ["campaign", "status", "c", "--home", str(home), "--json"])
@@ -58,12 +62,12 @@ def test_run_prints_the_table_writes_outputs_and_status_and_report_agree(tmp_pat
     assert text.exit_code == 0
     assert "hid@1" in text.output
 
-    ok = runner.invoke(app, ["campaign", "verify", str(receipt)])
+    ok = runner.invoke(app, ["campaign", "verify", str(receipt), "--home", str(home)])
     assert ok.exit_code == 0, ok.output
-    assert ok.output.count("ok  ") == 6
+    assert ok.output.count("ok  ") == 8  # signature, body, 4 bindings, summary, ledger (--home)
     results = home / "campaigns" / "c" / "results.jsonl"
     results.write_text(results.read_text().replace('"solved":true', '"solved":false', 1))
-    bad = runner.invoke(app, ["campaign", "verify", str(receipt)])
+    bad = runner.invoke(app, ["campaign", "verify", str(receipt), "--home", str(home)])
     assert bad.exit_code == 1
     assert "FAIL results" in bad.output
 

@@ -66,7 +66,7 @@ def test_reference_eval_writes_results_and_a_receipt(tmp_path):
     assert body["files"] == {"tasks": str(BANK), "results": str(out)}
     checks = verify_eval_receipt(receipt, out, BANK)
     assert [name for name, ok, _ in checks if not ok] == []
-    assert {name for name, _, _ in checks} == {"body", "results", "summary", "tasks"}
+    assert {name for name, _, _ in checks} == {"signature", "body", "results", "summary", "tasks"}
     # the same configuration gives a byte-identical body
     receipt2 = tmp_path / "r2.json"
     runner.invoke(
@@ -102,6 +102,27 @@ def test_verify_names_tampering(tmp_path):
     receipt.write_text(json.dumps(data))
     failed = {name for name, ok, _ in verify_eval_receipt(receipt, out, BANK) if not ok}
     assert "body" in failed
+    assert "signature" in failed  # the signed payload is not the edited body
+
+
+def test_eval_receipt_rehashed_and_resigned_by_another_key_fails(tmp_path):
+    from evalkit_core import SigningKey, make_receipt, write_receipt
+
+    out, receipt = tmp_path / "results.jsonl", tmp_path / "r.json"
+    runner.invoke(
+        app,
+        ["eval", "--tasks", str(BANK), "--solver", "reference", "--out", str(out), "--receipt", str(receipt)],
+    )
+    data = json.loads(receipt.read_text())
+    assert data["dsse"]["payloadType"] == "application/vnd.evalkit.receipt+json"
+    assert all(ok for _, ok, _ in verify_eval_receipt(receipt, out, BANK))
+    forger = SigningKey.from_seed(b"\x21" * 32)
+    write_receipt(receipt, make_receipt(data["body"], key=forger))
+    checks = {name: (ok, detail) for name, ok, detail in verify_eval_receipt(receipt, out, BANK)}
+    assert checks["signature"][0] is False
+    assert forger.key_id in checks["signature"][1]
+    assert checks["body"][0] is True  # the hash alone proves nothing
+    assert all(ok for _, ok, _ in verify_eval_receipt(receipt, out, BANK, key=forger.key_id))
 
 
 def test_replay_samples_in_file_order(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from hypothesis import given
@@ -333,5 +334,70 @@ def test_disk_cached_calendar_equals_the_library_computation(tmp_path, monkeypat
         _calendar.nyse.cache_clear()
         second = _calendar.nyse()  # read back from the cache
         assert second.all == first.all == _calendar._nyse_from_library().all
+    finally:
+        _calendar.nyse.cache_clear()
+
+
+def _calendar_cache(tmp_path):
+    files = sorted((tmp_path / "calendar").glob("nyse-*.json"))
+    assert len(files) == 1
+    return files[0], files[0].with_name(files[0].name + ".sha256")
+
+
+def _shift_one_open(data: bytes, seconds: int) -> bytes:
+    rows = json.loads(data)
+    rows[-2000][1] += seconds  # one session's opening bell, an hour earlier: more rows look knowable at it
+    return json.dumps(rows, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("edit", ["table only", "garbage, restamped", "unordered, restamped", "not integers, restamped"])
+def test_edited_calendar_cache_is_rebuilt_from_the_library(tmp_path, monkeypatch, edit):
+    from evalkit_core import _calendar
+    from evalkit_core._canonical import digest_bytes
+
+    monkeypatch.setenv("EVALKIT_CACHE_DIR", str(tmp_path))
+    _calendar.nyse.cache_clear()
+    try:
+        truth = _calendar.nyse()
+        table, recorded = _calendar_cache(tmp_path)
+        assert recorded.read_text().strip() == truth.digest == digest_bytes(table.read_bytes())
+        if edit == "table only":
+            table.write_bytes(_shift_one_open(table.read_bytes(), -3600))
+        else:
+            rows = json.loads(table.read_bytes())
+            bad = {
+                "garbage, restamped": b"[[1,2]]",
+                "unordered, restamped": json.dumps([rows[1], rows[0], *rows[2:]], separators=(",", ":")).encode(),
+                "not integers, restamped": json.dumps([[r[0], r[1] + 0.5, r[2]] for r in rows], separators=(",", ":")).encode(),
+            }[edit]
+            table.write_bytes(bad)
+            recorded.write_text(digest_bytes(bad))
+        _calendar.nyse.cache_clear()
+        again = _calendar.nyse()
+        assert again.all == truth.all
+        assert again.digest == truth.digest == _calendar.nyse(use_cache=False).digest
+        assert digest_bytes(table.read_bytes()) == truth.digest  # rewritten
+    finally:
+        _calendar.nyse.cache_clear()
+
+
+def test_a_restamped_calendar_is_caught_by_its_digest(tmp_path, monkeypatch):
+    """An edit of the table and its recorded digest together is used at run time (the digest is no secret), but
+    the calendar's digest (which receipts bind) then differs from the library's, which verify computes."""
+    from evalkit_core import _calendar
+    from evalkit_core._canonical import digest_bytes
+
+    monkeypatch.setenv("EVALKIT_CACHE_DIR", str(tmp_path))
+    _calendar.nyse.cache_clear()
+    try:
+        truth = _calendar.nyse()
+        table, recorded = _calendar_cache(tmp_path)
+        poisoned = _shift_one_open(table.read_bytes(), -3600)
+        table.write_bytes(poisoned)
+        recorded.write_text(digest_bytes(poisoned))
+        _calendar.nyse.cache_clear()
+        used = _calendar.nyse()
+        assert used.all != truth.all
+        assert used.digest != _calendar.nyse(use_cache=False).digest == truth.digest
     finally:
         _calendar.nyse.cache_clear()

@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 import evalkit_core.edgar as edgar
-from evalkit_core import ConfigError, Release, ReleaseError, row_key_for, with_entry
+from evalkit_core import ConfigError, Release, ReleaseError, nyse, with_entry
+from evalkit_core._edgar_rules import NEW_YORK
 from evalkit_core.edgar import build_edgar_release
 
 START, END = dt.date(2023, 2, 1), dt.date(2023, 2, 3)
@@ -203,7 +204,12 @@ def test_flags_and_dissemination_in_arms_and_answer_key(tmp_path: Path, inputs: 
     # Form 4 at 18:00 keeps its filing date, but dissemination is taken conservatively: next SEC business day 06:00
     assert main["0000320193-23-000010"]["disseminated_at"] is not None
     shifted = {r["row_key"]: r for r in release.arm("shifted").to_dicts()}
-    assert shifted[row_key_for(apple)]["disseminated_at"] == dt.datetime(2033, 2, 3, 11, 0, tzinfo=dt.UTC)
+    # Shifted onto the image of Friday 2023-02-03 on the NYSE calendar ten years on, at the same 06:00 New York.
+    image = release.shift.session_date(dt.date(2023, 2, 3))
+    assert nyse().session_on(image) is not None
+    assert shifted[release.masks.row_key(apple)]["disseminated_at"] == dt.datetime.combine(
+        image, dt.time(6), tzinfo=NEW_YORK
+    ).astimezone(dt.UTC)
     acc = result.provenance["acceptance"]
     assert (acc["rows_with_stamp_in_sources"], acc["rows_with_acceptance_at"], acc["rows_flagged"]) == (
         4,

@@ -18,7 +18,14 @@ SUBMISSIONS = DATA / "edgar-submissions-sample"
 TICKERS = DATA / "company_tickers.json"
 START, END = dt.date(2022, 11, 1), dt.date(2023, 3, 31)
 APPLE_10Q = "0000320193-23-000006"
-FILES = ("release.json", "arms/main.jsonl", "arms/redacted.jsonl", "arms/shifted.jsonl", "answer_key.jsonl")
+FILES = (
+    "release.json",
+    "arms/main.jsonl",
+    "arms/redacted.jsonl",
+    "arms/shifted.jsonl",
+    "answer_key.jsonl",
+    "answer_key.masks.json",
+)
 
 pytestmark = [
     pytest.mark.realdata,
@@ -60,8 +67,9 @@ def test_two_builds_are_byte_identical_with_stable_row_keys(built: tuple[EdgarBu
     keys_a = Release.load(a.path).arm("main").select("accession", "row_key").sort("accession")
     keys_b = Release.load(b.path).arm("main").select("accession", "row_key").sort("accession")
     assert keys_a.equals(keys_b)
+    masks = Release.load(a.path).masks
     assert keys_a.filter(pl.col("accession") == APPLE_10Q).get_column("row_key").item() == row_key_for(
-        APPLE_10Q
+        APPLE_10Q, masks.secret
     )
 
 

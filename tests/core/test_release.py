@@ -20,20 +20,23 @@ from evalkit_core import (
     ARM_FILES,
     ARMS,
     MANIFEST_FILE,
+    MASKS_FILE,
     RELEASE_FORMAT,
     Filing,
     Release,
     ReleaseError,
     check_release,
     digest,
+    digest_bytes,
     entry_session,
     file_digest,
+    nyse,
     row_key_for,
-    shift_date,
-    shift_instant,
     with_entry,
     write_release,
 )
+from evalkit_core._edgar_rules import NEW_YORK
+from evalkit_core._release import make_masks
 from strategies import filings_args
 
 UTC = dt.UTC
@@ -105,7 +108,8 @@ FILINGS = [
         url="https://www.sec.gov/Archives/edgar/data/1652044/000165204423000505/0001652044-23-000505-index.htm",
     ),
 ]
-KEYS = {f.accession: row_key_for(f.accession) for f in FILINGS}
+MASKS = make_masks(FILINGS, start=START, end=END)  # what write_release derives for these filings
+KEYS = {f.accession: MASKS.row_key(f.accession) for f in FILINGS}
 
 
 def make(root: Path, filings: list[Filing] | None = None, **kw: Any) -> Path:
@@ -128,7 +132,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 def test_layout_and_manifest(rel: Path) -> None:
     files = sorted(str(p.relative_to(rel)) for p in rel.rglob("*") if p.is_file())
-    assert files == sorted([MANIFEST_FILE, ANSWER_KEY_FILE, *ARM_FILES.values()])
+    assert files == sorted([MANIFEST_FILE, ANSWER_KEY_FILE, MASKS_FILE, *ARM_FILES.values()])
     m = json.loads((rel / MANIFEST_FILE).read_bytes())
     assert m["format"] == RELEASE_FORMAT
     assert m["name"] == "test-release"
@@ -198,14 +202,24 @@ def test_answer_key_rows(rel: Path) -> None:
     assert ak[KEYS["0000789019-23-000303"]]["ticker"] is None
 
 
-def test_row_key_is_opaque_and_stable() -> None:
+def test_row_key_is_a_keyed_hash_and_stable() -> None:
+    import hmac
+
     acc = "0000320193-22-000101"
-    k = row_key_for(acc)
-    assert k == "r" + hashlib.sha256(b"evalkit-row-key/1\x00" + acc.encode()).hexdigest()[:20]
-    assert k == row_key_for(acc)
-    assert row_key_for("0000320193-22-000102") != k
+    secret = MASKS.secret
+    k = row_key_for(acc, secret)
+    assert k == "r" + hmac.new(secret, b"evalkit-row-key/2\x00" + acc.encode(), hashlib.sha256).hexdigest()[:20]
+    assert k == row_key_for(acc, secret) == KEYS[acc]
+    # Not the old unkeyed hash, which anyone could compute from an accession number.
+    assert k != "r" + hashlib.sha256(b"evalkit-row-key/1\x00" + acc.encode()).hexdigest()[:20]
+    assert row_key_for(acc, bytes(32)) != k  # another key, another row key
+    assert row_key_for("0000320193-22-000102", secret) != k
     assert "320193" not in k
-    assert len({row_key_for(f"0000000001-22-{i:06d}") for i in range(2000)}) == 2000
+    assert len({row_key_for(f"0000000001-22-{i:06d}", secret) for i in range(2000)}) == 2000
+    # The key comes from the filings and the key seed: same inputs, same key; another seed, another key.
+    assert make_masks(list(reversed(FILINGS)), start=START, end=END).secret == secret
+    assert make_masks(FILINGS, start=START, end=END, key_seed="private").secret != secret
+    assert make_masks(FILINGS[:-1], start=START, end=END).secret != secret
 
 
 IDENTITY = [
@@ -242,19 +256,23 @@ def test_arms_share_row_keys_and_order(rel: Path) -> None:
     assert sorted(keys["main"]) == sorted(KEYS.values())
 
 
-def test_shifted_arm_moves_every_date_ten_years(rel: Path) -> None:
+def test_shifted_arm_moves_every_date_onto_the_nyse_calendar_ten_years_on(rel: Path) -> None:
     red = {r["row_key"]: r for r in lines(rel / ARM_FILES["redacted"])}
     sh = {r["row_key"]: r for r in lines(rel / ARM_FILES["shifted"])}
-    leap = sh[KEYS["0000789019-24-000404"]]
-    assert leap["partition_date"] == "2034-02-28"
-    assert leap["published_at"] == "2034-02-28"
-    assert leap["acceptance_at"] == "2034-02-28T23:10:00Z"
-    d = sh[KEYS["0000789019-23-000303"]]
-    assert (d["partition_date"], d["acceptance_at"], d["disseminated_at"]) == (
-        "2033-03-10",
-        "2033-03-10T14:29:59Z",
-        "2033-03-10T14:31:00Z",
-    )
+    shift = Release.load(rel).shift
+    cal = nyse()
+    leap = sh[KEYS["0000789019-24-000404"]]  # a Thursday session, 29 February 2024, 18:10 New York
+    image = shift.session_date(D(2024, 2, 29))
+    assert cal.session_on(image) is not None and image.weekday() < 5
+    assert abs((image - D(2034, 2, 28)).days) <= 7
+    assert leap["partition_date"] == leap["published_at"] == image.isoformat()
+    assert Z(leap["acceptance_at"][:-1]).astimezone(NEW_YORK).time() == dt.time(18, 10)  # time of day kept
+    d = sh[KEYS["0000789019-23-000303"]]  # accepted 1 s before the bell, disseminated 1 min after it
+    bell = cal.session_on(shift.session_date(D(2023, 3, 10)))
+    assert bell is not None
+    assert d["partition_date"] == bell.date.isoformat()
+    assert Z(d["acceptance_at"][:-1]) == bell.open - dt.timedelta(seconds=1)
+    assert Z(d["disseminated_at"][:-1]) == bell.open + dt.timedelta(minutes=1)
     for k, r in sh.items():
         assert {
             f: v
@@ -265,33 +283,16 @@ def test_shifted_arm_moves_every_date_ten_years(rel: Path) -> None:
             for f, v in red[k].items()
             if f not in ("partition_date", "published_at", "acceptance_at", "disseminated_at")
         }
-        assert r["partition_date"][:4] == str(int(red[k]["partition_date"][:4]) + 10)
-
-
-@pytest.mark.parametrize(
-    ("day", "expected"),
-    [
-        (D(2024, 2, 29), D(2034, 2, 28)),
-        (D(2020, 2, 29), D(2030, 2, 28)),
-        (D(2022, 11, 15), D(2032, 11, 15)),
-        (D(2023, 2, 28), D(2033, 2, 28)),
-        (D(2022, 12, 31), D(2032, 12, 31)),
-    ],
-)
-def test_shift_date(day: dt.date, expected: dt.date) -> None:
-    assert shift_date(day) == expected
-
-
-def test_shift_instant_keeps_utc_time_of_day() -> None:
-    assert shift_instant(Z("2024-02-29T23:59:59")) == Z("2034-02-28T23:59:59")
-    ny = dt.timezone(dt.timedelta(hours=-5))
-    assert shift_instant(dt.datetime(2022, 11, 15, 20, 0, tzinfo=ny)) == Z("2032-11-16T01:00:00")
+        real = D.fromisoformat(red[k]["partition_date"])
+        assert r["partition_date"] == shift.date(real).isoformat()
+        assert cal.session_on(D.fromisoformat(r["partition_date"])) is not None  # every one a real session
+        assert abs((D.fromisoformat(r["partition_date"]) - real).days - 3652) <= 10
 
 
 def test_same_input_same_bytes_and_digest(tmp_path: Path) -> None:
     a = make(tmp_path / "a")
     b = make(tmp_path / "b", filings=list(reversed(FILINGS)))
-    for relpath in (MANIFEST_FILE, ANSWER_KEY_FILE, *ARM_FILES.values()):
+    for relpath in (MANIFEST_FILE, ANSWER_KEY_FILE, MASKS_FILE, *ARM_FILES.values()):
         assert (a / relpath).read_bytes() == (b / relpath).read_bytes(), relpath
     assert Release.load(a).content_digest == Release.load(b).content_digest
 
@@ -346,8 +347,10 @@ def test_load_frames(rel: Path) -> None:
     assert sorted(r.answer_key.get_column("row_key").to_list()) == sorted(KEYS.values())
     assert r.arm("redacted").get_column("issuer").null_count() == 5
     sh = r.arm("shifted").filter(pl.col("row_key") == KEYS["0000789019-24-000404"]).to_dicts()[0]
-    assert sh["partition_date"] == D(2034, 2, 28)
-    assert sh["acceptance_at"] == Z("2034-02-28T23:10:00")
+    image = r.shift.session_date(D(2024, 2, 29))
+    assert sh["partition_date"] == image
+    assert sh["acceptance_at"] == r.shift.instant(Z("2024-02-29T23:10:00"))
+    assert sh["acceptance_at"].astimezone(NEW_YORK).replace(tzinfo=None) == dt.datetime.combine(image, dt.time(18, 10))
     with pytest.raises(ReleaseError, match="unknown arm"):
         r.arm("answer_key")
 
@@ -425,7 +428,7 @@ def test_round_trip_property(args: tuple[dict[str, Any], ...]) -> None:
     main = {x["row_key"]: x for x in r.arm("main").to_dicts()}
     assert len(main) == len(filings)
     for f in filings:
-        m = main[f.row_key]
+        m = main[r.masks.row_key(f.accession)]
         assert (m["issuer"], m["cik"], m["form"], m["accession"], m["url"]) == (
             f.issuer,
             f.cik,
@@ -688,3 +691,62 @@ def test_copied_release_does_not_reuse_a_stale_stamp(tmp_path: Path) -> None:
     shutil.copytree(a, b)
     (b / ARM_FILES["main"]).write_bytes(b"garbage\n")
     assert "main.jsonl" in load_error(b)
+
+
+# --- the Parquet cache is content-addressed ---------------------------------------------------------------------
+
+
+def _poison_answer_key(cdir: Path, *, restamp: bool) -> None:
+    """Move every acceptance stamp in the cached answer key a day earlier (what a look-ahead forger wants)."""
+    path = cdir / "answer_key.parquet"
+    frame = pl.read_parquet(path).with_columns(pl.col("acceptance_at") - pl.duration(days=1))
+    frame.write_parquet(path)
+    if restamp:
+        stamp = json.loads((cdir / "stamp.json").read_text())
+        stamp["parquet"]["answer_key"] = digest_bytes(path.read_bytes())
+        (cdir / "stamp.json").write_text(json.dumps(stamp))
+
+
+def test_edited_parquet_is_rebuilt_not_trusted(rel: Path) -> None:
+    truth = Release.load(rel, use_cache=False)
+    first = Release.load(rel)
+    cdir = _cache_for(first)
+    _poison_answer_key(cdir, restamp=False)
+    again = Release.load(rel)
+    assert again.answer_key.equals(truth.answer_key)
+    # ... and the cache was rewritten from the JSONL: the next load is clean too, from the cache.
+    assert Release.load(rel).answer_key.equals(truth.answer_key)
+    stamp = json.loads((cdir / "stamp.json").read_text())
+    assert stamp["parquet"]["answer_key"] == digest_bytes((cdir / "answer_key.parquet").read_bytes())
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "wrong schema, restamped", "stamp without digests"])
+def test_damaged_cache_is_rebuilt_without_a_traceback(rel: Path, damage: str) -> None:
+    truth = Release.load(rel, use_cache=False)
+    cdir = _cache_for(Release.load(rel))
+    path = cdir / "main.parquet"
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "garbage":
+        path.write_bytes(b"PAR1 not parquet PAR1")
+    elif damage == "wrong schema, restamped":
+        pl.DataFrame({"row_key": ["x"], "form": [1]}).write_parquet(path)
+        stamp = json.loads((cdir / "stamp.json").read_text())
+        stamp["parquet"]["main"] = digest_bytes(path.read_bytes())
+        (cdir / "stamp.json").write_text(json.dumps(stamp))
+    else:
+        stamp = json.loads((cdir / "stamp.json").read_text())
+        del stamp["parquet"]
+        (cdir / "stamp.json").write_text(json.dumps(stamp))
+    assert Release.load(rel).arm("main").equals(truth.arm("main"))
+
+
+def test_a_consistently_restamped_cache_is_what_verify_exists_for(rel: Path) -> None:
+    """Rewriting a Parquet file and its stamp together passes the run-time check (the stamp is no secret);
+    ``use_cache=False``, which verify uses, reads the JSONL and sees the truth. The PIT verify tests show that
+    such a run does not verify."""
+    truth = Release.load(rel, use_cache=False)
+    cdir = _cache_for(Release.load(rel))
+    _poison_answer_key(cdir, restamp=True)
+    assert not Release.load(rel).answer_key.equals(truth.answer_key)
+    assert Release.load(rel, use_cache=False).answer_key.equals(truth.answer_key)

@@ -24,7 +24,7 @@ CELL_LINE = re.compile(
 
 def _env(cache: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVALKIT_")}
-    env.update(EVALKIT_CACHE_DIR=str(cache), EVALKIT_HOME=str(cache.parent / "home"), **extra)
+    env.update({"EVALKIT_CACHE_DIR": str(cache), "EVALKIT_HOME": str(cache.parent / "home"), **extra})
     return env
 
 
@@ -61,10 +61,14 @@ def _verify_command(stdout: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("prog", ["evalkit", "pit-harness"])
 def test_run_with_no_arguments_then_verify(prog, cache, tmp_path):
-    env = _env(cache)
+    env = _env(cache, EVALKIT_HOME=str(tmp_path / "fresh-home"))  # a machine that has never signed anything
     res = _evalkit("run", cwd=tmp_path, env=env, prog=prog)
     assert res.returncode == 0, res.stderr
     out = res.stdout
+    # The first run makes the signing key and says so in one line (stderr, so --json stays clean).
+    assert re.fullmatch(r"key\s+generated ed25519:[0-9a-f]{64} in \S+/keys/ed25519\.pem \(first run; `evalkit keys show`\)\n", res.stderr)
+    assert oct((tmp_path / "fresh-home/keys/ed25519.pem").stat().st_mode & 0o777) == "0o600"
+    assert re.search(r"^signed\s+ed25519:[0-9a-f]{64}$", out, re.MULTILINE)
     assert re.search(r"^run\s+run-[0-9a-f]{16}\s+valid=True", out, re.MULTILINE)
     assert re.search(r"^receipt\s+out/pit/receipt\.json\s+body sha256:[0-9a-f]{64}", out, re.MULTILINE)
     assert re.search(r"^trajectory\s+out/pit/trajectory\.jsonl\s+sha256:[0-9a-f]{64}\s+\d+ events", out, re.MULTILINE)
@@ -77,7 +81,17 @@ def test_run_with_no_arguments_then_verify(prog, cache, tmp_path):
     ver = _evalkit("verify", *_verify_command(out), cwd=tmp_path, env=env, prog=prog)
     assert ver.returncode == 0, ver.stdout + ver.stderr
     lines = ver.stdout.splitlines()
-    assert [ln.split() for ln in lines] == [["ok", "body_sha256"], ["ok", "trajectory_sha256"], ["ok", "bundle_content_digest"]]
+    # The printed line checks everything: every binding, the signature, the schema and the replay, and
+    # nothing is left "not checked".
+    assert [ln.split()[:2] for ln in lines] == [
+        ["ok", name]
+        for name in ("signature", "schema", "body_sha256", "trajectory_sha256", "bundle_content_digest", "config_sha256",
+                     "prices_sha256", "calendar_sha256", "harness_source_sha256", "replay")
+    ], ver.stdout
+    assert "the local key" in lines[0]
+    assert "returns not recomputed" not in ver.stdout
+    again = _evalkit("run", cwd=tmp_path, env=env, prog=prog)  # the key exists now: nothing said about it
+    assert again.returncode == 0 and again.stderr == "", again.stderr
     # Tamper with the trajectory: verify names it and exits 1.
     traj = tmp_path / "out/pit/trajectory.jsonl"
     data = bytearray(traj.read_bytes())
@@ -203,6 +217,8 @@ def test_agent_that_raises_exits_non_zero_with_an_invalid_receipt(small, cache, 
     ver = _evalkit("verify", "receipt.json", "--trajectory", "trajectory.jsonl", "--bundle", small["release"],
                    "--config", cfg, cwd=tmp_path, env=env)
     assert ver.returncode == 0, ver.stdout
+    assert "ok        replay" in ver.stdout
+    assert "not checked: agent code (module e2e_pit_agents sha256:" in ver.stdout
 
 
 def test_agent_egress_through_the_cli_is_invalid(small, cache, tmp_path):
@@ -229,7 +245,11 @@ def test_agent_flag_and_prices_flags_override_the_config(small, cache, tmp_path)
     ver = _evalkit("verify", "o/r.json", "--trajectory", "o/t.jsonl", "--bundle", small["release"], "--prices",
                    small["prices"], cwd=tmp_path, env=env)
     assert ver.returncode == 0, ver.stdout
-    assert ver.stdout.count("ok") == 4, ver.stdout
+    assert [ln.split()[1] for ln in ver.stdout.splitlines() if ln.startswith("ok ")] == [
+        "signature", "schema", "body_sha256", "trajectory_sha256", "bundle_content_digest", "config_sha256",
+        "prices_sha256", "calendar_sha256", "harness_source_sha256", "replay",
+    ], ver.stdout
+    assert "MISMATCH" not in ver.stdout
 
 
 def test_export_writes_a_file_datasets_style_readers_take(small, cache, tmp_path):

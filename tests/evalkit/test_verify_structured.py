@@ -118,3 +118,10 @@ def test_assertion_ops(assertion, ok):
     if not ok:
         assert result is not None
         assert result.startswith(assertion.path)
+
+
+def test_a_solution_given_as_json_text_is_bounded_too(person, sandbox):
+    # extract=False parses the text as it stands: deep, huge or non-finite JSON is a failing verdict, not a crash
+    for text in ("[" * 5000 + "]" * 5000, '{"height_m": NaN}', '"\\ud800"', "[1e400]"):
+        v = grade(person, text, sandbox, extract=False)
+        assert {t.reason for t in (*v.public, *v.hidden)} == {"no_json"}

@@ -138,7 +138,7 @@ def test_sim_campaign_runs_reports_and_binds_a_receipt(tmp_path: Path) -> None:
     assert Decimal(summary["cost_usd"]) == sum(costs) == outcome.spent_total  # type: ignore[arg-type]
     checks = verify_campaign_receipt(receipt)
     assert [(c.name, c.ok) for c in checks] == [
-        ("body", True), ("campaign_file", True), ("tasks", True), ("registry", True), ("results", True),
+        ("signature", True), ("body", True), ("campaign_file", True), ("tasks", True), ("registry", True), ("results", True),
         ("summary", True),
     ]  # fmt: skip
     lines = results.read_text().splitlines()
@@ -151,6 +151,30 @@ def test_sim_campaign_runs_reports_and_binds_a_receipt(tmp_path: Path) -> None:
     assert "receipt expects" in bad["results"].detail
     assert bad["body"].ok
     assert bad["campaign_file"].ok
+    assert bad["signature"].ok  # the receipt itself is untouched
+
+
+def test_campaign_receipt_is_signed_and_a_resigned_one_fails(tmp_path: Path) -> None:
+    from evalkit_core import SigningKey, load_signing_key, make_receipt, read_receipt, write_receipt
+
+    path = write_campaign(tmp_path / "c", k=1)
+    home = tmp_path / "home"
+    run_campaign(path, home=home)
+    with Store.open(home) as store:
+        _, _, receipt = write_campaign_outputs(campaign_report(store, "c"), tmp_path / "out", home=home)
+    data = read_receipt(receipt)
+    assert data["signer"]["keyid"] == load_signing_key(home).key_id
+    assert {c.name: c.ok for c in verify_campaign_receipt(receipt, home=home)}["signature"]
+    # The default trust is $EVALKIT_HOME's key, not the campaign home's: name the signer to trust it.
+    assert not {c.name: c.ok for c in verify_campaign_receipt(receipt)}["signature"]
+    assert {c.name: c.ok for c in verify_campaign_receipt(receipt, key=data["signer"]["keyid"])}["signature"]
+    forger = SigningKey.from_seed(b"\x13" * 32)
+    body = data["body"]
+    body["summary"] = {**body["summary"], "note": "edited"}
+    write_receipt(receipt, make_receipt(body, key=forger))
+    checks = {c.name: c for c in verify_campaign_receipt(receipt, home=home)}
+    assert not checks["signature"].ok
+    assert "not a trusted key" in checks["signature"].detail
 
 
 def test_resume_regrades_stored_completions_without_calling_and_skips_graded(tmp_path: Path) -> None:

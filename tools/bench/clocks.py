@@ -22,9 +22,14 @@ def peak_mib() -> float:
 
 
 def main_arm(rows: int) -> pl.DataFrame:
-    from evalkit_core import arm_rows
+    from release_load import END, START
 
-    main = [arm_rows(f)[0] for f in synth_filings(rows)]
+    from evalkit_core import arm_rows
+    from evalkit_core._release import make_masks
+
+    filings = synth_filings(rows)
+    masks = make_masks(filings, start=START, end=END)
+    main = [arm_rows(f, masks)[0] for f in filings]
     frame = pl.DataFrame(main, infer_schema_length=None)
     return frame.with_columns(
         pl.col("partition_date", "published_at").str.to_date("%Y-%m-%d"),

@@ -8,6 +8,10 @@ Builds (once; reused when present) a synthetic release of 287,929 rows over 2022
   (a) the stub over 2023-03-01..2023-03-10, forms 8-K, 9 cells      target < 1 s
   (b) the stub over the full window, all forms, 9 cells               target < 60 s and < 2 GB
 
+and, in another fresh child each, ``evalkit verify``'s work on that run's receipt (``verify_pit_receipt``: the
+signature, the schema, every binding, the calendar from the library and the replay of every cell), with its
+wall time and peak memory.
+
 For each: ``calendar`` (the first ``nyse()`` of the process: pandas-market-calendars import and schedule),
 ``load`` (Release.load, parquet cache warm), ``run`` (pit.run: cells, probe, trajectory, receipt), the child's
 whole wall time (interpreter start and imports included), and its peak memory, which is the
@@ -72,6 +76,18 @@ print(json.dumps({
 }))
 """
 
+VERIFY_CHILD = r"""
+import json, os, sys, time
+spec = json.loads(sys.argv[1])
+os.chdir(spec["outdir"])
+t0 = time.perf_counter()
+from evalkit.pit import verify_pit_receipt
+checks = verify_pit_receipt("receipt.json", trajectory="trajectory.jsonl", bundle=spec["release"])
+t = time.perf_counter() - t0
+bad = [f"{c.name}: {c.detail}" for c in checks if c.status == "MISMATCH"]
+print(json.dumps({"verify_s": t, "mismatches": bad, "checks": len(checks)}))
+"""
+
 
 def _pss_kb(pid: int) -> int:
     try:
@@ -128,28 +144,38 @@ def build_release(workdir: Path) -> Path:
 def run_child(label: str, release: Path, forms: list[str], start: str, end: str, workdir: Path) -> dict[str, object]:
     outdir = Path(tempfile.mkdtemp(prefix=f"pit-bench-{label}-", dir=workdir))
     spec = json.dumps({"release": str(release), "forms": forms, "start": start, "end": end, "outdir": str(outdir)})
-    t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak = {"agent_side_mb": 0.0, "total_mb": 0.0}
+    stats, wall, rss = _child(label, CHILD, spec, peak)
+    vstats, vwall, vrss = _child(f"{label}-verify", VERIFY_CHILD, spec, None)
+    shutil.rmtree(outdir, ignore_errors=True)  # (b)'s trajectory alone is ~0.8 GB
+    stats.update(label=label, child_wall_s=wall, peak_rss_mb=rss)
+    stats.update(agent_side_pss_mb=peak["agent_side_mb"], total_pss_mb=peak["total_mb"])
+    stats.update(verify_s=vstats["verify_s"], verify_wall_s=vwall, verify_rss_mb=vrss, verify_mismatches=vstats["mismatches"])
+    return stats
+
+
+def _child(
+    label: str, code: str, spec: str, peak: dict[str, float] | None
+) -> tuple[dict[str, object], float, float]:
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code, spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stop = threading.Event()
-    sampler = threading.Thread(target=sample_memory, args=(proc.pid, peak, stop), daemon=True)
-    sampler.start()
+    sampler = threading.Thread(target=sample_memory, args=(proc.pid, peak, stop), daemon=True) if peak is not None else None
+    if sampler is not None:
+        sampler.start()
     assert proc.stdout is not None
     assert proc.stderr is not None
     out = proc.stdout.read()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     stop.set()
-    sampler.join()
+    if sampler is not None:
+        sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(f"{label}: child failed ({proc.returncode}):\n{err.decode()}")
-    stats = json.loads(out.decode().strip().splitlines()[-1])
-    shutil.rmtree(outdir, ignore_errors=True)  # (b)'s trajectory alone is ~0.8 GB
-    stats.update(label=label, child_wall_s=wall, peak_rss_mb=usage.ru_maxrss / 1024)
-    stats.update(agent_side_pss_mb=peak["agent_side_mb"], total_pss_mb=peak["total_mb"])
-    return stats
+    return json.loads(out.decode().strip().splitlines()[-1]), wall, usage.ru_maxrss / 1024
 
 
 def report(stats: dict[str, object], target_s: float, target_mb: float | None) -> None:
@@ -178,6 +204,10 @@ def report(stats: dict[str, object], target_s: float, target_mb: float | None) -
         f"      rows {stats['rows']}, sessions {stats['sessions']}, events {stats['events']}, "
         f"trajectory {int(stats['trajectory_bytes']) / 1e6:.1f} MB, main/pit trades {stats['trades_main_pit']}, "  # type: ignore[arg-type]
         f"valid {stats['valid']}"
+    )
+    print(
+        f"      verify {stats['verify_s']:.2f} s (child wall {stats['verify_wall_s']:.2f} s, peak RSS "
+        f"{stats['verify_rss_mb']:.0f} MB), mismatches {stats['verify_mismatches'] or 'none'}"
     )
 
 
@@ -226,6 +256,7 @@ def main() -> None:
     ns = ap.parse_args()
     ns.workdir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("EVALKIT_CACHE_DIR", str(ns.workdir / "cache"))
+    os.environ.setdefault("EVALKIT_HOME", str(ns.workdir / "home"))  # the signing key the runs use
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, cache {os.environ['EVALKIT_CACHE_DIR']}")
     release = build_release(ns.workdir)
     report(run_child("a", release, ["8-K"], "2023-03-01", "2023-03-10", ns.workdir), 1.0, None)

@@ -48,6 +48,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, os.cpu_count() or 1])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--without",
+        nargs="*",
+        default=[""],
+        help="wall layers to leave out, one configuration per argument: '' (the full wall), 'namespaces', "
+        "'seccomp', 'bwrap', 'bwrap,namespaces,seccomp', ... (what each layer costs)",
+    )
     args = parser.parse_args()
 
     from evalkit import CodeTask, Sandbox, grade_many, load_tasks
@@ -62,14 +69,15 @@ def main() -> None:
         with Sandbox(workers=1) as box:
             print(f"isolation: {box.isolation.to_json()}")
         print(f"machine: {os.cpu_count()} CPUs; {len(items)} candidates, one assert-style check each")
-        for workers in args.workers:
+        configs = [frozenset(x for x in c.split(",") if x) for c in args.without]
+        for without, workers in [(c, w) for c in configs for w in args.workers]:
             walls: list[float] = []
             cpus: list[float] = []
             own: list[float] = []
             for _ in range(args.repeat):
                 s0 = resource.getrusage(resource.RUSAGE_SELF)
                 t0 = time.perf_counter()
-                with Sandbox(workers=workers) as box:
+                with Sandbox(workers=workers, without=without) as box:
                     box.prestart()
                     verdicts = grade_many(items, box, extract=False)
                     box.settle()
@@ -83,8 +91,9 @@ def main() -> None:
                 cpus.append(wall_cpu)
                 own.append(s1.ru_utime - s0.ru_utime + s1.ru_stime - s0.ru_stime)
             n = len(items)
+            label = "full wall" if not without else "without " + ",".join(sorted(without))
             print(
-                f"workers={workers}: wall {statistics.median(walls) * 1000:.0f} ms for {n} "
+                f"{label}, workers={workers}: wall {statistics.median(walls) * 1000:.0f} ms for {n} "
                 f"(runs {[round(w * 1000) for w in walls]}); per candidate: "
                 f"wall processes CPU {statistics.median(cpus) / n * 1000:.2f} ms, "
                 f"this process CPU {statistics.median(own) / n * 1000:.2f} ms"

@@ -176,10 +176,10 @@ def hand_prices_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def hand_keys() -> dict[str, str]:
-    from evalkit_core import row_key_for
-
-    return {k: row_key_for(a) for k, a in HAND_ACCESSIONS.items()}
+def hand_keys(hand_release_dir: Path) -> dict[str, str]:
+    """Letter -> row_key: the keyed hash of the letter's accession number under the hand release's key."""
+    masks = Release.load(hand_release_dir).masks
+    return {k: masks.row_key(a) for k, a in HAND_ACCESSIONS.items()}
 
 
 # --- reading outputs -------------------------------------------------------------------------------------------

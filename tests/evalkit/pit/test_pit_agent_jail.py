@@ -365,7 +365,7 @@ def test_what_cannot_cross_the_wall_is_refused_with_its_name(
     ):
         run(from_callable(peeks), _cfg(synth_release_dir))
     holder = {"release": bundle}
-    with pytest.raises(AgentSpecError, match=r"'holder'.*a dict"):
+    with pytest.raises(AgentSpecError, match=r"'holder'.*a Release"):
         run(from_callable(lambda p, t: holder["release"]), _cfg(synth_release_dir))
 
     class Custom:

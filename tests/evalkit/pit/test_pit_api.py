@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from evalkit.pit import RunConfig, load_config, run, stub_agent
@@ -112,7 +113,10 @@ def test_runconfig_json_round_trip(tmp_path):
     assert RunConfig.from_json(cfg.to_json()) == cfg
     assert RunConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
     cfg.dump(tmp_path / "run.json")
-    assert load_config(tmp_path / "run.json") == cfg
+    # A config file's relative inputs resolve against its own directory (outputs stay where the run starts).
+    loaded = load_config(tmp_path / "run.json")
+    assert loaded == attrs.evolve(cfg, bundle_path=str(tmp_path / "rel"), prices_path=str(tmp_path / "p.csv"))
+    assert loaded.digest() == cfg.digest()
     assert set(cfg.to_json()) == {
         "bundle_path", "forms", "start", "end", "arms", "clocks", "hold_sessions", "agent", "probe_items",
         "network_policy", "model_version", "training_cutoff", "prices_path", "price_source", "prices_pulled_at",

@@ -72,9 +72,15 @@ def test_samples_hold_exactly_the_rows_entering_at_that_bell(cli, synth_release_
         assert m["new_rows"] == len(want.get(m["session_date"], set()))
 
 
-def test_shifted_export_shows_shifted_dates_and_no_answer_key(cli, synth_release_dir, answer_key, tmp_path):
+def test_shifted_export_shows_shifted_dates_and_no_answer_key(
+    cli, synth_release_dir, synth_release, answer_key, tmp_path
+):
+    from evalkit_core import nyse
+
     recs = _export(cli, synth_release_dir, tmp_path / "s.jsonl", arm="shifted", fmt="lm-eval", forms="8-K,10-Q")
-    shifted = [dt.date.fromisoformat(d).replace(year=2033).isoformat() for d in SESSIONS]
+    # Each session's image on the NYSE calendar ten years on (a real 2033 session), not the same date in 2033.
+    shifted = [synth_release.shift.session_date(dt.date.fromisoformat(d)).isoformat() for d in SESSIONS]
+    assert all(nyse().session_on(dt.date.fromisoformat(d)) is not None and d.startswith("2033") for d in shifted)
     assert [r["metadata"]["session_date"] for r in recs] == shifted[: len(recs)]
     assert all(r["id"].endswith(f"/shifted/pit/{r['metadata']['session_date']}") for r in recs)
     text = (tmp_path / "s.jsonl").read_text()

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evalkit.pit import CellView, RunConfig, Toolbox, run, stub_agent
-from evalkit_core import Clock, Release, nyse, shift_date
+from evalkit_core import Clock, Release, ShiftMap, known_at, nyse
 
 UTC = dt.UTC
 ARMS = ("main", "redacted", "shifted")
@@ -51,11 +51,40 @@ def oracle(synth_release: Release) -> dict[str, dict[str, int]]:
     return out
 
 
+SHIFT: dict[str, ShiftMap] = {}  # the synthetic release's shift map, set by the views fixture
+
+
 @pytest.fixture(scope="module")
 def views(synth_release: Release) -> dict[tuple[str, str], CellView]:
     cal = nyse()
     main = synth_release.arm("main")
-    return {(a, c): CellView(a, Clock(c), synth_release.arm(a), main, cal) for a in ARMS for c in CLOCKS}
+    SHIFT["map"] = synth_release.shift
+    return {
+        (a, c): CellView(a, Clock(c), synth_release.arm(a), main, cal, synth_release.shift)
+        for a in ARMS
+        for c in CLOCKS
+    }
+
+
+def _image(day: dt.date) -> dt.date:
+    return SHIFT["map"].session_date(day)
+
+
+def _z(s: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def _check_shifted_known_at(row: dict[str, Any], clock: str) -> None:
+    """A shifted row's known_at reads like any row's: the clock's rule on its (shifted) fields, entering at its
+    entry_session: before that session's bell and not before the bell of the session before."""
+    cal = nyse()
+    entry = cal.session_on(dt.date.fromisoformat(row["entry_session"]))
+    assert entry is not None, row  # a real NYSE session of the shifted calendar
+    shown = _z(row["known_at"])
+    assert cal.all[cal.index_of(entry.date) - 1].open <= shown < entry.open, row
+    rule = known_at(row, clock).at
+    if cal.next_session_after(rule).date == entry.date:
+        assert shown == rule, row
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +104,10 @@ def _toolbox(view: CellView, s_idx: int, log: list | None = None) -> Toolbox:
 def _check_envelope(ans: dict[str, Any], arm: str, clock: str, s_idx: int) -> None:
     session = nyse().all[s_idx]
     shifted = arm == "shifted"
-    want_date = (shift_date(session.date) if shifted else session.date).isoformat()
-    want_bell = session.open.replace(year=session.open.year + 10) if shifted else session.open
+    want_date = (_image(session.date) if shifted else session.date).isoformat()
+    image = nyse().session_on(_image(session.date))
+    assert image is not None
+    want_bell = image.open if shifted else session.open
     assert ans["arm"] == arm
     assert ans["clock"] == clock
     assert ans["session_date"] == want_date
@@ -117,7 +148,9 @@ def test_no_answer_holds_a_row_not_yet_knowable(data, views, oracle, session_ind
         for row in [*listed, *([ans["row"]] if "row" in ans else [])]:
             assert entries[row["row_key"]] <= s_idx, (arm, clock, row)
             want_entry = nyse().all[entries[row["row_key"]]].date
-            assert row["entry_session"] == (shift_date(want_entry) if arm == "shifted" else want_entry).isoformat()
+            assert row["entry_session"] == (_image(want_entry) if arm == "shifted" else want_entry).isoformat()
+            if arm == "shifted":
+                _check_shifted_known_at(row, clock)
     for k, ans in zip(keys, reads, strict=True):
         if k in visible:
             assert ans["status"] == "ok"
@@ -142,9 +175,9 @@ def test_not_yet_knowable_read_is_exactly_the_key_and_envelope(views, oracle, sy
             assert ans["status"] == "not_yet_knowable"
             assert ans["row_key"] == future
             _check_envelope(ans, arm, clock, s_idx)
+    # A row that does not exist gets the same answer as one not yet knowable (no existence oracle).
     unknown = _toolbox(views[("main", "pit")], s_idx).pit_read("r" + "0" * 20)
-    assert unknown["status"] == "unknown_row_key"
-    assert "row" not in unknown
+    assert unknown == {"status": "not_yet_knowable", "row_key": "r" + "0" * 20, **{f: unknown[f] for f in ENVELOPE}}
 
 
 def test_visibility_is_a_growing_prefix(views, oracle, session_indices):
@@ -205,17 +238,20 @@ def test_arm_renderings(views, answer_key):
             assert not set(IDENTITY_FIELDS) & set(row)
             assert truth["issuer"] not in row["title"]
             assert row["title"] == f"[ISSUER] {main['form']}"
+        shift = SHIFT["map"]
         for field in ("partition_date", "published_at", "entry_session"):
             assert red[field] == main[field]
-            assert shf[field] == shift_date(dt.date.fromisoformat(main[field])).isoformat()
-        for field in ("acceptance_at", "disseminated_at", "known_at"):
+            assert shf[field] == shift.date(dt.date.fromisoformat(main[field])).isoformat()
+            assert nyse().session_on(dt.date.fromisoformat(shf[field])) is not None or field != "entry_session"
+        for field in ("acceptance_at", "disseminated_at"):
             if field not in main:
                 assert field not in red
                 assert field not in shf
                 continue
-            t = dt.datetime.fromisoformat(main[field].replace("Z", "+00:00"))
             assert red[field] == main[field]
-            assert shf[field] == t.replace(year=t.year + 10).strftime("%Y-%m-%dT%H:%M:%SZ")
+            assert shf[field] == shift.instant(_z(main[field])).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert red["known_at"] == main["known_at"]
+        _check_shifted_known_at(shf, "pit")
 
 
 def test_control_arms_use_the_main_arms_clocks(views, oracle):
@@ -233,7 +269,7 @@ def test_control_arms_use_the_main_arms_clocks(views, oracle):
         assert entry["main"] == entry["redacted"]
         assert set(entry["shifted"]) == set(entry["main"])
         for k, d in entry["main"].items():
-            assert entry["shifted"][k] == shift_date(dt.date.fromisoformat(d)).isoformat()
+            assert entry["shifted"][k] == _image(dt.date.fromisoformat(d)).isoformat()
             assert d == nyse().all[oracle[clock][k]].date.isoformat()
 
 
@@ -270,7 +306,7 @@ def test_bad_tool_arguments_answer_an_error_with_the_envelope(views, call, args)
     s_idx = nyse().index_of(dt.date(2023, 3, 1))
     log: list = []
     ans = _toolbox(views[("shifted", "dump")], s_idx, log).call(call, args)
-    assert ans["status"] in {"error", "unknown_row_key"}
+    assert ans["status"] in {"error", "not_yet_knowable"}
     assert "rows" not in ans
     assert "row" not in ans
     _check_envelope(ans, "shifted", "dump", s_idx)

@@ -1,4 +1,8 @@
-"""``evalkit verify``: all ok on a fresh run; one flipped byte in any bound file is a named MISMATCH, exit 1."""
+"""``evalkit verify``: all ok on a fresh run; one flipped byte in any bound file is a named MISMATCH, exit 1.
+
+The forgeries (re-hashed and re-signed edits, fabricated and cut trajectories, swapped cells, poisoned caches) are
+in test_pit_receipt_forgery.py.
+"""
 
 from __future__ import annotations
 
@@ -47,12 +51,29 @@ def _verify_args(fr) -> list[str]:
 def _lines(out: str) -> dict[str, str]:
     got = {}
     for line in out.splitlines():
+        if line.startswith("not checked: "):
+            got[line.removeprefix("not checked: ").split(" (")[0]] = "not checked"
+            continue
         status, name = line.split()[:2]
         got[name] = status
     return got
 
 
-ALL_CHECKS = ("body_sha256", "trajectory_sha256", "bundle_content_digest", "config_sha256", "prices_sha256")
+ALL_CHECKS = (
+    "signature",
+    "schema",
+    "body_sha256",
+    "trajectory_sha256",
+    "bundle_content_digest",
+    "config_sha256",
+    "config_file",
+    "prices_sha256",
+    "calendar_sha256",
+    "harness_source_sha256",
+    "replay",
+)
+# The checks that compare one bound file each: a flipped byte in one file must leave the others ok.
+FILE_CHECKS = ("trajectory_sha256", "bundle_content_digest", "config_file", "prices_sha256")
 
 
 def test_fresh_run_verifies_ok(fresh_run, cli):
@@ -65,11 +86,28 @@ def test_fresh_run_verifies_ok(fresh_run, cli):
     assert all(c.ok for c in checks)
 
 
-def test_verify_without_optional_files_checks_three(fresh_run, cli):
+def test_verify_without_optional_files_says_what_it_did_not_check(fresh_run, cli):
     code, out, _ = cli("verify", fresh_run["receipt"], "--trajectory", fresh_run["trajectory"], "--bundle",
                        fresh_run["release"])
-    assert code == 0
-    assert _lines(out) == dict.fromkeys(ALL_CHECKS[:3], "ok")
+    assert code == 0, out
+    got = _lines(out)
+    assert got.pop("prices") == "not checked"
+    assert "not checked: prices (pass --prices FILE" in out
+    assert "returns not recomputed" in out
+    assert got == {k: "ok" for k in ALL_CHECKS if k not in {"config_file", "prices_sha256"}}
+
+
+def test_trajectory_defaults_to_the_recorded_path(fresh_run, cli):
+    import os
+
+    old = Path.cwd()
+    os.chdir(fresh_run["base"])  # the run recorded an absolute path; any working directory will do
+    try:
+        code, out, _ = cli("verify", fresh_run["receipt"], "--bundle", fresh_run["release"], "--prices", fresh_run["prices"])
+    finally:
+        os.chdir(old)
+    assert code == 0, out
+    assert _lines(out)["replay"] == "ok"
 
 
 def _value_position(data: bytes, start: int = 0) -> int:
@@ -91,7 +129,7 @@ def _targets(fr) -> list[tuple[str, Path, str]]:
     out = [
         ("receipt body", fr["receipt"], "body_sha256"),
         ("trajectory", fr["trajectory"], "trajectory_sha256"),
-        ("config", fr["config"], "config_sha256"),
+        ("config", fr["config"], "config_file"),
         ("prices", fr["prices"], "prices_sha256"),
     ]
     out += [(rel, fr["release"] / rel, "bundle_content_digest") for rel in RELEASE_FILES]
@@ -119,9 +157,21 @@ def test_one_flipped_value_byte_is_a_named_mismatch(fresh_run, cli, target):
     assert code == 1
     got = _lines(out)
     assert got[check] == "MISMATCH", out
-    assert {k for k, v in got.items() if v == "MISMATCH"} == {check}, out
-    if check == "bundle_content_digest" and name != "release.json":
-        assert name in out  # the release file that changed is named
+    assert {k for k in FILE_CHECKS if got.get(k) == "MISMATCH"} == {check} & set(FILE_CHECKS), out
+    mismatched = {k for k, v in got.items() if v == "MISMATCH"}
+    if name == "receipt body":
+        # the run id no longer matches the signature, the hash, nor what the replay derives from config + release
+        assert mismatched == {"signature", "body_sha256", "run_id"}, out
+    elif name == "config":
+        assert mismatched == {"config_file"}, out  # the replay uses the recorded config: nothing else moves
+    elif name == "prices":
+        # the replay recomputes returns from the file given, so the returns it changed are named as well
+        assert mismatched - {"prices_sha256"} <= {k for k in mismatched if k.startswith(("cells[", "contamination."))}
+    elif check == "bundle_content_digest":
+        assert mismatched == {"bundle_content_digest"}, out
+        assert got["replay"] == "not checked"  # no replay over a release that does not match its digests
+        if name != "release.json":
+            assert name in out  # the release file that changed is named
 
 
 @pytest.mark.parametrize("target", TARGET_NAMES)
@@ -139,7 +189,9 @@ def test_any_flipped_byte_is_caught_as_a_mismatch(fresh_run, cli, target, where)
     finally:
         path.write_bytes(pristine)
     assert code == 1, (code, out, err)
-    assert _lines(out).get(check) == "MISMATCH", (out, err)
+    # In the receipt, a byte of the body fails its hash; a byte of the envelope (dsse, signer) its signature.
+    named = ("body_sha256", "signature") if check == "body_sha256" else (check,)
+    assert any(_lines(out).get(c) == "MISMATCH" for c in named), (out, err)
 
 
 def test_missing_trajectory_is_a_mismatch(fresh_run, cli, tmp_path):
@@ -175,18 +227,21 @@ def test_moved_inputs_still_verify(fresh_run, cli, tmp_path):
 
 
 def test_edited_receipt_body_with_rehash_still_fails_on_bindings(fresh_run, cli, tmp_path):
-    """Editing the body and recomputing body_sha256 passes the body check but not the trajectory binding."""
+    """Editing the body and recomputing body_sha256 passes the body check but not the signature, nor the
+    trajectory binding."""
     from evalkit_core import make_receipt, write_receipt
 
     receipt = json.loads(fresh_run["receipt"].read_text())
     body = receipt["body"]
     body["binding"]["trajectory_sha256"] = "sha256:" + "0" * 64
     forged = tmp_path / "forged.json"
-    write_receipt(forged, make_receipt(body))
+    write_receipt(forged, {**receipt, **make_receipt(body)})  # the old signature kept
     code, out, _ = cli("verify", forged, "--trajectory", fresh_run["trajectory"], "--bundle", fresh_run["release"])
     assert code == 1
     got = _lines(out)
     assert got["body_sha256"] == "ok"
+    assert got["signature"] == "MISMATCH"
+    assert "the body changed after signing" in out
     assert got["trajectory_sha256"] == "MISMATCH"
 
 

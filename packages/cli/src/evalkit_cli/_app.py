@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from evalkit_cli import _bundle, _models, _pit, _tasks
+from evalkit_cli import _bundle, _keys, _models, _pit, _tasks
 from evalkit_cli._adversary import app as adversary_app
 from evalkit_cli._campaign import app as campaign_app
 from evalkit_cli._errors import run_app
@@ -46,6 +46,7 @@ def _pit_root(
 
 
 app.add_typer(_bundle.app, name="bundle", help="Build, inspect and check releases (bundles).")
+app.add_typer(_keys.app, name="keys", help="The Ed25519 key that signs receipts: generate or show it.")
 app.add_typer(_tasks.app, name="tasks", help="Validate task banks and import task sets.")
 app.command("eval")(eval_command)
 app.add_typer(_models.models_app, name="models", help="The model registry: ids, providers, prices.")

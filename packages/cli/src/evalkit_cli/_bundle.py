@@ -114,7 +114,7 @@ def check(path: Path = typer.Argument(..., help="Release directory.")) -> None:
         for p in problems:
             typer.echo(f"MISMATCH  {p}", err=True)
         raise ReleaseError(f"{path}: {len(problems)} digest mismatch(es)")
-    typer.echo(f"ok  {path}: every digest matches")
+    typer.echo(f"ok  {path}: every digest, row key and shifted session matches")
 
 
 from evalkit_cli._bundle_build import build  # noqa: E402  (the build command lives in its own module)

@@ -84,9 +84,17 @@ def build(
         ..., "--out", help="Directory to write the release to (must not exist or be empty)."
     ),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it already holds files."),
+    key_seed: str = typer.Option(
+        "",
+        "--key-seed",
+        envvar="EVALKIT_RELEASE_KEY_SEED",
+        show_default=False,
+        help="A private seed for the row-key key (also from $EVALKIT_RELEASE_KEY_SEED). Without one, whoever "
+        "holds the same inputs can rebuild the key.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
-    """Build a release from EDGAR index files and/or submissions JSON. Same inputs, byte-identical release."""
+    """Build a release from EDGAR index files and/or submissions JSON. Same inputs (and key seed), byte-identical release."""
     from evalkit_core.edgar import build_edgar_release
 
     if submissions is None and index is None:
@@ -103,6 +111,7 @@ def build(
         "tickers": tickers,
         "forms": form_list,
         "overwrite": force,
+        "key_seed": key_seed,
     }
     if sys.stderr.isatty():
         from rich.console import Console

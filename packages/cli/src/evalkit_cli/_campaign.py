@@ -151,7 +151,7 @@ def run(
     with Store.open(home) as store:
         report = campaign_report(store, outcome.name)
         target = out if out is not None else default_out_dir(store, outcome.name)
-    results, report_path, receipt = write_campaign_outputs(report, target)
+    results, report_path, receipt = write_campaign_outputs(report, target, home=home)
     if as_json:
         payload = report.to_json()
         payload["run"] = {
@@ -237,11 +237,14 @@ def verify(
     home: Path | None = typer.Option(
         None,
         "--home",
-        help="Also check every cost against the call record in this store (the 'ledger' check).",
+        help="Also check every cost against the call record in this store (the 'ledger' check); its key is the trusted signer.",
+    ),
+    key: str | None = typer.Option(
+        None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the key in --home, else $EVALKIT_HOME]."
     ),
 ) -> None:
-    """Re-check a campaign receipt offline; exit 1 naming each mismatch. With --home, also check the costs
-    against the store's call record."""
+    """Re-check a campaign receipt offline (signature, body hash, every binding, the summary); exit 1 naming each
+    mismatch. With --home, also check the costs against the store's call record."""
     from evalkit_core.store import Store
     from evalkit_router import verify_campaign_receipt
 
@@ -249,11 +252,11 @@ def verify(
         with Store.open(home) as store:
             checks = verify_campaign_receipt(
                 receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry,
-                store=store,
+                store=store, key=key, home=home,
             )  # fmt: skip
     else:
         checks = verify_campaign_receipt(
-            receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry
+            receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry, key=key
         )
     for c in checks:
         typer.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}{'' if c.ok else ': ' + c.detail}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +19,23 @@ def _fmt_return(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:+.2f}%"
 
 
-def _print_run(result_body: dict[str, Any], receipt_path: Path, receipt_sha: str, bundle_root: Path) -> None:
-    b = result_body
-    typer.echo(f"run         {b['run_id']}  valid={b['valid']}" + (f"  invalidated_by={','.join(b['invalidated_by'])}" if b["invalidated_by"] else ""))
+def _print_run(receipt: dict[str, Any], receipt_path: Path, verify_args: list[str]) -> None:
+    b = receipt["body"]
+    receipt_sha = receipt["body_sha256"]
+    typer.echo(
+        f"run         {b['run_id']}  valid={b['valid']}  masks={b['masks']}"
+        + (f"  invalidated_by={','.join(b['invalidated_by'])}" if b["invalidated_by"] else "")
+    )
     typer.echo(f"release     {b['protocol']['P5_window_provenance']['release']}  {b['binding']['bundle_content_digest']}")
     typer.echo(f"window      {b['window']['start']} .. {b['window']['end']}  ({b['window']['sessions']} sessions)")
     typer.echo(f"receipt     {receipt_path}  body {receipt_sha}")
+    typer.echo(f"signed      {receipt['signer']['keyid']}")
     typer.echo(f"trajectory  {b['trajectory']['path']}  {b['trajectory']['sha256']}  {b['trajectory']['events']} events")
     net = b["network"]
-    typer.echo(
-        f"network     guard={net['guard']} policy={net['policy']} egress_attempts={net['egress_attempts']} scope: {net['scope']}"
-    )
+    typer.echo(f"network     guard={net['guard']} policy={net['policy']} egress_attempts={net['egress_attempts']} scope: {net['scope']}")
     wall: dict[str, Any] = b["agent"].get("wall") or {}
     if wall.get("full"):
-        typer.echo(
-            "wall        full: own read-only root, pid/mount/IPC/network namespaces, own uid, seccomp; a fresh process per cell"
-        )
+        typer.echo("wall        full: own read-only root, pid/mount/IPC/network namespaces, own uid, seccomp; a fresh process per cell")
     elif wall:
         typer.echo("wall        WEAKER than designed: " + "; ".join(wall.get("weaker", [])))
     typer.echo("")
@@ -45,7 +47,7 @@ def _print_run(result_body: dict[str, Any], receipt_path: Path, receipt_sha: str
     typer.echo("")
     p = b["probe"]
     if p["verdict"] == "not_run":
-        typer.echo(f"probe       not run ({p.get('reason', '')})")
+        typer.echo(f"probe       not run ({p.get('reason', '')}): the masks are unproven")
     else:
         typer.echo(
             f"probe       {p['verdict']}  ({p['items_asked']} items: date recovered {p['date_recovered']}, "
@@ -55,47 +57,26 @@ def _print_run(result_body: dict[str, Any], receipt_path: Path, receipt_sha: str
     typer.echo(f"protocol    {'complete' if not gaps else 'gaps: ' + ', '.join(gaps)}")
     if b["window_ends_before_cutoff"]:
         typer.echo("warning     the window ends before the declared training cutoff: the model may have seen the outcome")
-    typer.echo(
-        f"verify with evalkit verify {receipt_path} --trajectory {b['trajectory']['path']} --bundle {bundle_root}"
-    )
+    typer.echo("verify with evalkit verify " + " ".join(shlex.quote(a) for a in verify_args))
 
 
 def run(
-    config: Path | None = typer.Option(
-        None, "--config", help="RunConfig JSON. Without it: the stub over the built-in demo release."
-    ),
-    trajectory: str | None = typer.Option(
-        None, "--trajectory", help="Where to write the trajectory JSONL [default: out/pit/trajectory.jsonl]."
-    ),
-    receipt: str | None = typer.Option(
-        None, "--receipt", help="Where to write the receipt [default: out/pit/receipt.json]."
-    ),
-    agent: str | None = typer.Option(
-        None, "--agent", help="'stub' or 'module:function' (a fn(prompt, tools))."
-    ),
-    prices: str | None = typer.Option(
-        None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."
-    ),
-    price_source: str | None = typer.Option(
-        None, "--price-source", help="Where the prices came from (required with --prices)."
-    ),
-    pulled_at: str | None = typer.Option(
-        None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."
-    ),
-    netns: bool = typer.Option(
-        False,
-        "--netns",
-        help="Refuse to run unless the agent gets a network namespace of its own (bubblewrap).",
-    ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print the receipt body as JSON instead of the table."
-    ),
+    config: Path | None = typer.Option(None, "--config", help="RunConfig JSON. Without it: the stub over the built-in demo release."),
+    trajectory: str | None = typer.Option(None, "--trajectory", help="Where to write the trajectory JSONL [default: out/pit/trajectory.jsonl]."),
+    receipt: str | None = typer.Option(None, "--receipt", help="Where to write the receipt [default: out/pit/receipt.json]."),
+    agent: str | None = typer.Option(None, "--agent", help="'stub' or 'module:function' (a fn(prompt, tools))."),
+    prices: str | None = typer.Option(None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."),
+    price_source: str | None = typer.Option(None, "--price-source", help="Where the prices came from (required with --prices)."),
+    pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
+    netns: bool = typer.Option(False, "--netns", help="Refuse to run unless the agent gets a network namespace of its own (bubblewrap)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the receipt body as JSON instead of the table."),
 ) -> None:
     """Run an agent over a release: 3 arms x 3 clocks, the probe, and a receipt anyone can re-check."""
     import attrs
 
-    from evalkit.pit import RunConfig, load_config, resolve_agent
+    from evalkit.pit import AgentSpecError, PricesError, RunConfig, load_config, load_prices, resolve_agent
     from evalkit.pit import run as pit_run
+    from evalkit_core import Release, ReleaseError
     from evalkit_core._synth import DEMO, PRICE_SOURCE, demo_release_path
 
     overrides: dict[str, Any] = {}
@@ -122,33 +103,70 @@ def run(
         raise ConfigError("--price-source/--pulled-at: given without --prices")
     if overrides:
         cfg = attrs.evolve(cfg, **overrides)
-    the_agent = resolve_agent(cfg.agent)
-    # the release and the prices are loaded by the run itself, while the agent's jail starts
+    cfg.check_outputs()  # before any work: a run that cannot write its outputs must not start
+    try:
+        the_agent = resolve_agent(cfg.agent)
+    except (ConfigError, AgentSpecError) as exc:
+        message = str(exc).removeprefix("agent: ")
+        raise (ConfigError(f"--agent: {message}") if agent else cfg.error("agent", message)) from None
+    try:
+        bundle = Release.load(cfg.bundle_path)
+    except ReleaseError as exc:
+        raise cfg.error("bundle_path", str(exc)) from None
+    the_prices = None
+    if cfg.prices_path:
+        try:
+            the_prices = load_prices(cfg.prices_path, source=cfg.price_source or "", pulled_at=cfg.prices_pulled_at)
+        except PricesError as exc:
+            if prices:  # the file came from --prices: its own message names it
+                raise
+            raise cfg.error("prices_path", str(exc)) from None
+    key = _signing_key()
     with progress_bar("cells", enabled=not as_json) as bar:
 
         def report(label: str, done: int, total: int) -> None:
             if bar is not None:
                 bar(done, total, label)
 
-        result = pit_run(the_agent, cfg, progress=report, require_network_namespace=netns)
+        result = pit_run(the_agent, cfg, bundle, the_prices, progress=report, key=key, require_network_namespace=netns)
     if as_json:
         typer.echo(json.dumps(result.body, indent=2, sort_keys=True))
     else:
-        _print_run(result.body, result.receipt_path, result.receipt["body_sha256"], Path(cfg.bundle_path))
+        # Every path verify needs, so the printed line checks everything (the config is the recorded one unless
+        # a file was given, and then the file is compared too).
+        args = [str(result.receipt_path), "--trajectory", str(result.trajectory_path), "--bundle", str(bundle.root)]
+        if cfg.prices_path:
+            args += ["--prices", cfg.prices_path]
+        if config is not None and not overrides:
+            args += ["--config", str(config)]
+        _print_run(result.receipt, result.receipt_path, args)
     if not result.valid:
         raise typer.Exit(1)
 
 
+def _signing_key() -> Any:
+    """The key in $EVALKIT_HOME, created on first use; one line on stderr when it is new."""
+    from evalkit_core import ensure_signing_key
+
+    key, created = ensure_signing_key()
+    if created:
+        typer.echo(f"key         generated {key.key_id} in {key.path} (first run; `evalkit keys show`)", err=True)
+    return key
+
+
 def verify(
     receipt: Path = typer.Argument(..., help="The receipt to check."),
-    trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory the receipt binds (PIT runs)."),
+    trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory the receipt binds [default: the path it records] (PIT runs)."),
     bundle: Path | None = typer.Option(None, "--bundle", help="The release directory the receipt binds (PIT runs)."),
-    config: Path | None = typer.Option(None, "--config", help="Also check the config digest against this RunConfig JSON."),
-    prices: Path | None = typer.Option(None, "--prices", help="Also check the price file's sha256."),
+    config: Path | None = typer.Option(None, "--config", help="Also compare this RunConfig JSON with the config the receipt records (the replay uses the recorded one)."),
+    prices: Path | None = typer.Option(None, "--prices", help="The price file the receipt binds: needed to recompute returns."),
+    key: str | None = typer.Option(None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the local key in $EVALKIT_HOME]."),
     results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds [default: as recorded]."),
     tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval receipt binds [default: as recorded]."),
 ) -> None:
-    """Recompute every hash a receipt binds, offline. One ok/MISMATCH line each; exit 0 only if all match."""
+    """Check a receipt offline: its signature, its schema, every hash it binds, and (PIT runs) a replay of every
+    cell from the trajectory, the release and the prices. One line each: ok, MISMATCH <field>, not checked: <what>
+    (pass the file it names), or note. Exit 0 only if nothing disagrees."""
     from evalkit_core import ReceiptError, read_receipt
 
     body: dict[str, Any]
@@ -159,23 +177,30 @@ def verify(
             raise
         body = {}  # a damaged receipt: checked (and reported MISMATCH) as a PIT receipt below
     kind = body.get("kind", "pit_run")
-    checks: list[tuple[str, bool, str]]
+    checks: list[tuple[str, str, str]]
     if kind == "pit_run":
         from evalkit.pit import verify_pit_receipt
 
-        if trajectory is None or bundle is None:
-            raise ConfigError("verify: a PIT receipt needs --trajectory and --bundle")
-        found = verify_pit_receipt(receipt, trajectory=trajectory, bundle=bundle, config=config, prices=prices)
-        checks = [(c.name, c.ok, c.detail) for c in found]
+        if bundle is None:
+            raise ConfigError("verify: a PIT receipt needs --bundle (the release directory it binds)")
+        found = verify_pit_receipt(receipt, trajectory=trajectory, bundle=bundle, config=config, prices=prices, key=key)
+        checks = [(c.status, c.name, c.detail) for c in found]
     else:
-        checks = _verify_other(kind, receipt, results, tasks)
-    for name, ok, detail in checks:
-        typer.echo(f"{'ok' if ok else 'MISMATCH':<9} {name}" + (f"  ({detail})" if detail and not ok else ""))
-    if not all(ok for _, ok, _ in checks):
+        checks = [
+            ("ok" if ok else "MISMATCH", name, detail) for name, ok, detail in _verify_other(kind, receipt, results, tasks, key)
+        ]
+    for status, name, detail in checks:
+        if status == "not checked":
+            typer.echo(f"not checked: {name}" + (f" ({detail})" if detail else ""))
+        else:
+            typer.echo(f"{status:<9} {name}" + (f"  ({detail})" if detail else ""))
+    if any(status == "MISMATCH" for status, _, _ in checks):
         raise typer.Exit(1)
 
 
-def _verify_other(kind: str, receipt: Path, results: Path | None, tasks: Path | None) -> list[tuple[str, bool, str]]:
+def _verify_other(
+    kind: str, receipt: Path, results: Path | None, tasks: Path | None, key: str | None
+) -> list[tuple[str, bool, str]]:
     from evalkit import verify_eval_receipt
     from evalkit._eval import RECEIPT_KIND as EVAL_KIND
 
@@ -184,7 +209,7 @@ def _verify_other(kind: str, receipt: Path, results: Path | None, tasks: Path | 
     if kind != EVAL_KIND:
         raise ConfigError(f"{receipt}: receipt kind {kind!r} is not one this version can verify")
     # Without --results/--tasks the paths the receipt recorded are used.
-    return [(str(n), bool(ok), str(d)) for n, ok, d in verify_eval_receipt(receipt, results, tasks)]
+    return [(str(n), bool(ok), str(d)) for n, ok, d in verify_eval_receipt(receipt, results, tasks, key=key)]
 
 
 def export(

@@ -15,20 +15,24 @@ import bisect
 import contextlib
 import datetime as dt
 import functools
+import itertools
 import json
 import os
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import attrs
 
+from evalkit_core._canonical import digest_bytes
 from evalkit_core._errors import ConfigError
 
 __all__ = [
     "CALENDAR_SPAN",
     "Calendar",
     "Session",
+    "calendar_table_bytes",
     "is_sec_business_day",
     "next_sec_business_day",
     "next_session_after",
@@ -58,13 +62,22 @@ class Session:
 class Calendar:
     """An ordered run of sessions with binary-search lookups. Immutable once built."""
 
-    __slots__ = ("_dates", "_opens", "_opens_us", "_sessions")
+    __slots__ = ("_dates", "_digest", "_opens", "_opens_us", "_sessions")
 
-    def __init__(self, sessions: Sequence[Session]) -> None:
+    def __init__(self, sessions: Sequence[Session], *, digest: str | None = None) -> None:
+        """``digest``, when given, must be that of ``sessions``' table (a cache that was just checked against it)."""
         self._sessions: tuple[Session, ...] = tuple(sessions)
         self._opens: list[dt.datetime] = [s.open for s in self._sessions]
         self._dates: list[dt.date] = [s.date for s in self._sessions]
         self._opens_us: list[int] | None = None
+        self._digest: str | None = digest
+
+    @property
+    def digest(self) -> str:
+        """``sha256:`` of the session table (:func:`calendar_table_bytes`): what a receipt binds."""
+        if self._digest is None:
+            self._digest = digest_bytes(calendar_table_bytes(self))
+        return self._digest
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -141,31 +154,68 @@ def _as_utc(instant: dt.datetime) -> dt.datetime:
 
 
 @functools.cache
-def nyse() -> Calendar:
+def nyse(*, use_cache: bool = True) -> Calendar:
     """The NYSE calendar over :data:`CALENDAR_SPAN`, built once per process.
 
     Building it needs pandas and pandas-market-calendars (seconds to import); the result is kept in the cache
     directory, keyed by the pandas-market-calendars version and the span, so later processes read a small JSON
-    file instead. The cached table holds exactly what the library computed.
+    file instead. The cache is content-addressed: beside the table sits the sha256 computed when it was built
+    from the library, and the table is used only if its bytes still hash to it (read once, hashed, then parsed:
+    no window between the check and the use). An edited table is rebuilt from the library, never trusted.
+    ``use_cache=False`` computes from the library and neither reads nor writes the cache (``verify`` does this).
     """
+    if not use_cache:
+        return _nyse_from_library()
     from importlib.metadata import version
 
     from evalkit_core._cache import cache_dir
 
     key = f"nyse-pmc{version('pandas-market-calendars')}-{CALENDAR_SPAN[0]}-{CALENDAR_SPAN[1]}.json"
     path = cache_dir() / "calendar" / key
-    try:
-        rows = cast("list[list[int]]", json.loads(path.read_text()))
-        return Calendar([_session_from_row(r) for r in rows])
-    except (OSError, ValueError, TypeError, IndexError):
-        pass
+    cached = _read_cached_table(path, path.with_name(path.name + ".sha256"))
+    if cached is not None:
+        return cached
     calendar = _nyse_from_library()
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps([_session_row(s) for s in calendar.all]))
-        tmp.replace(path)
+        for target, data in (
+            (path, calendar_table_bytes(calendar)),
+            (path.with_name(path.name + ".sha256"), calendar.digest.encode() + b"\n"),
+        ):
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(target)
     return calendar
+
+
+def calendar_table_bytes(calendar: Calendar) -> bytes:
+    """The session table as canonical JSON: ``[[date ordinal, open, close], ...]`` (seconds since the epoch).
+
+    A list of integer lists, so ``json.dumps`` without spaces is already its RFC 8785 form.
+    """
+    return json.dumps([_session_row(s) for s in calendar.all], separators=(",", ":")).encode("ascii")
+
+
+def _read_cached_table(path: Path, digest_path: Path) -> Calendar | None:
+    """The cached table if its bytes hash to the digest recorded when it was built, and it is well formed."""
+    try:
+        data = path.read_bytes()
+        recorded = digest_path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if digest_bytes(data) != recorded:
+        return None
+    try:
+        rows = cast("list[list[int]]", json.loads(data))
+        sessions = [_session_from_row(r) for r in rows]
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    ok = bool(sessions) and all(
+        a.date < b.date and a.open < b.open for a, b in itertools.pairwise(sessions)
+    ) and all(s.open < s.close for s in sessions)
+    if not ok:
+        return None
+    return Calendar(sessions, digest=recorded)  # the digest of the bytes the table was just parsed from
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -177,10 +227,15 @@ def _session_row(s: Session) -> list[int]:
 
 def _session_from_row(row: list[int]) -> Session:
     day, o, c = row
+    if not all(type(v) is int for v in (day, o, c)):
+        raise TypeError("calendar rows hold integers")
     return Session(dt.date.fromordinal(day), _EPOCH + dt.timedelta(seconds=o), _EPOCH + dt.timedelta(seconds=c))
 
 
+@functools.cache
 def _nyse_from_library() -> Calendar:
+    """The table as pandas-market-calendars computes it (once per process: it is a pure function of the
+    library, and an object in memory is not a cache a file edit can reach)."""
     import pandas_market_calendars as mcal
 
     with warnings.catch_warnings():

@@ -13,12 +13,15 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import attrs
 
 from evalkit_core._canonical import canonical_bytes, digest, file_digest
 from evalkit_core._errors import ReceiptError
+
+if TYPE_CHECKING:
+    from evalkit_core._signing import SigningKey
 
 __all__ = [
     "Binding",
@@ -66,14 +69,23 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def make_receipt(body: Mapping[str, Any], emitted_at: dt.datetime | None = None) -> dict[str, Any]:
-    """Wrap ``body`` in the envelope. ``emitted_at`` defaults to now (UTC); it is never part of the hash."""
+def make_receipt(
+    body: Mapping[str, Any], emitted_at: dt.datetime | None = None, *, key: SigningKey | None = None
+) -> dict[str, Any]:
+    """Wrap ``body`` in the envelope. ``emitted_at`` defaults to now (UTC); it is never part of the hash nor
+    signed. With ``key`` the receipt also carries a DSSE envelope over the canonical body and the signer's
+    public key (see :mod:`evalkit_core._signing`)."""
     when = emitted_at or dt.datetime.now(dt.UTC)
-    return {
+    receipt: dict[str, Any] = {
         "body": dict(body),
         "body_sha256": digest(body),
         "emitted_at": when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
     }
+    if key is not None:
+        from evalkit_core._signing import sign_body
+
+        receipt.update(sign_body(body, key))
+    return receipt
 
 
 def write_receipt(path: str | Path, receipt: Mapping[str, Any]) -> None:

@@ -366,8 +366,9 @@ def write_demo_release(out: str | Path, *, overwrite: bool = False) -> Path:
 def demo_release_path() -> Path:
     """The built-in demo release, generated on first use into the cache directory and reused after that."""
     from evalkit_core._cache import cache_dir
+    from evalkit_core._release import RELEASE_FORMAT
 
-    spec_key = digest_bytes(f"{GENERATOR}:{DEMO!r}".encode())[7:23]
+    spec_key = digest_bytes(f"{GENERATOR}:{RELEASE_FORMAT}:{DEMO!r}".encode())[7:23]
     target = cache_dir() / "demo" / f"{DEMO.name}-{spec_key}"
     if (target / "release.json").is_file() and (target / DEMO.prices_file).is_file():
         return target

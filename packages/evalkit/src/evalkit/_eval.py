@@ -37,9 +37,12 @@ from evalkit_core import (
     atomic_write_bytes,
     canonical_bytes,
     check_receipt,
+    check_signature,
+    ensure_signing_key,
     file_digest,
     make_receipt,
     read_receipt,
+    trusted_key_ids,
     write_receipt,
 )
 
@@ -442,7 +445,7 @@ def _run_eval(
             "binding": binding,
             "files": files,
         }
-        write_receipt(receipt_path, make_receipt(body))
+        write_receipt(receipt_path, make_receipt(body, key=ensure_signing_key()[0]))
     return EvalReport(
         len(tasks), digest_of_bank, rollouts, summary, settings, isolation, out_path, receipt_path
     )
@@ -465,12 +468,17 @@ def _summary_check(body: dict[str, JSON], results: Path) -> tuple[str, bool, str
 
 
 def verify_eval_receipt(
-    receipt_path: str | Path, results_path: str | Path | None = None, tasks_dir: str | Path | None = None
+    receipt_path: str | Path,
+    results_path: str | Path | None = None,
+    tasks_dir: str | Path | None = None,
+    *,
+    key: str | None = None,
 ) -> list[tuple[str, bool, str]]:
-    """Re-check an eval receipt offline: its body hash, the results file, the task bank, the replay file, and
-    that the summary in the body is what the results file says. One ``(name, ok, detail)`` per check.
+    """Re-check an eval receipt offline: its signature, its body hash, the results file, the task bank, the replay
+    file, and that the summary in the body is what the results file says. One ``(name, ok, detail)`` per check.
 
-    ``results_path`` and ``tasks_dir`` default to the paths recorded in the body's ``files``.
+    ``results_path`` and ``tasks_dir`` default to the paths recorded in the body's ``files``. The signer must be
+    the local key in ``$EVALKIT_HOME``, or the one ``key`` names (a PEM public key file or an ed25519 key id).
     """
     receipt = read_receipt(receipt_path)
     body = cast("dict[str, JSON]", receipt["body"])
@@ -479,6 +487,8 @@ def verify_eval_receipt(
     binding = cast("dict[str, str]", body.get("binding") or {})
     files = cast("dict[str, str]", body.get("files") or {})
     checks: list[tuple[str, bool, str]] = []
+    sig = check_signature(receipt, trusted_key_ids(key))
+    checks.append(("signature", sig.ok, str(sig.key_id) if sig.ok else sig.detail))
     ok = check_receipt(receipt)
     checks.append(("body", ok, "" if ok else "body_sha256 does not match the canonical body"))
     results = Path(results_path) if results_path is not None else Path(files.get("results", ""))

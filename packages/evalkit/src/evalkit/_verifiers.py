@@ -15,7 +15,7 @@ from typing import Literal, cast
 
 import attrs
 
-from evalkit._extract import ExtractionError, extract_code, extract_json
+from evalkit._extract import ExtractionError, extract_code, extract_json, parse_json
 from evalkit._sandbox import Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun
 from evalkit._tasks import JSON, Assertion, CallTest, CheckTest, CodeTask, StructuredTask, Task
 from evalkit_core import digest
@@ -438,8 +438,8 @@ def grade_many(
     for i, (task, text) in enumerate(items):
         if isinstance(task, StructuredTask):
             try:
-                document = extract_json(text) if extract else cast("JSON", json.loads(text))
-            except (ExtractionError, ValueError) as exc:
+                document = extract_json(text) if extract else parse_json(text)
+            except ExtractionError as exc:
                 out[i] = _all_failed(task, settings, "no_json", str(exc))
             else:
                 out[i] = _structured_verdict(task, settings, document)
@@ -453,6 +453,7 @@ def grade_many(
             continue
         jobs.append(_job(task, source))
         job_index.append(i)
+    isolation = ""
     if jobs:
         iso = sandbox.isolation
         isolation = "full" if iso.full else "weaker: " + "; ".join(iso.weaker)

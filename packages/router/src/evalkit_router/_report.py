@@ -37,10 +37,13 @@ from evalkit_core import (
     atomic_write_bytes,
     canonical_bytes,
     check_receipt,
+    check_signature,
     digest,
+    ensure_signing_key,
     file_digest,
     make_receipt,
     read_receipt,
+    trusted_key_ids,
     write_receipt,
 )
 from evalkit_core.models import RegistryError, load_registry
@@ -274,7 +277,9 @@ def default_out_dir(store: Store, name: str) -> Path:
     return store.path.parent / "campaigns" / _safe(name)
 
 
-def write_campaign_outputs(report: CampaignReport, out_dir: str | Path) -> tuple[Path, Path, Path]:
+def write_campaign_outputs(
+    report: CampaignReport, out_dir: str | Path, *, home: str | Path | None = None
+) -> tuple[Path, Path, Path]:
     """Write ``results.jsonl``, ``report.json`` and ``receipt.json`` into ``out_dir`` (each atomically).
 
     The receipt binds the campaign file, the task bank (digest of the selected tasks), the registry and the
@@ -318,7 +323,8 @@ def write_campaign_outputs(report: CampaignReport, out_dir: str | Path) -> tuple
         },
     }
     receipt = out / "receipt.json"
-    write_receipt(receipt, make_receipt(body))
+    # Signed with the key in ``home`` (the store's home; default $EVALKIT_HOME), created there on first use.
+    write_receipt(receipt, make_receipt(body, key=ensure_signing_key(home)[0]))
     return results, report_path, receipt
 
 
@@ -348,11 +354,14 @@ def verify_campaign_receipt(
     results: str | Path | None = None,
     registry_paths: Sequence[str | Path] | None = None,
     store: Store | None = None,
+    key: str | None = None,
+    home: str | Path | None = None,
 ) -> list[ReceiptCheck]:
     """Re-check a campaign receipt offline: the body hash, each binding (campaign file, task bank, registry,
     results) and that the summary is what the results file says. Paths default to those in the body's
     ``files``; the registry is rebuilt from the shipped one plus the recorded files (``$EVALKIT_REGISTRY`` is
-    ignored: the recorded list already holds what it named). With ``store``, one more check (``ledger``):
+    ignored: the recorded list already holds what it named). The signer must be the key in ``home`` (default
+    ``$EVALKIT_HOME``) or the one ``key`` names. With ``store``, one more check (``ledger``):
     every row's cost is the stored rollout's, and the stored costs agree with the call record
     (:func:`check_rollout_costs`)."""
     receipt = read_receipt(receipt_path)
@@ -362,6 +371,8 @@ def verify_campaign_receipt(
     binding = cast("dict[str, JSON]", body.get("binding") or {})
     files = cast("dict[str, JSON]", body.get("files") or {})
     checks: list[ReceiptCheck] = []
+    sig = check_signature(receipt, trusted_key_ids(key, home))
+    checks.append(ReceiptCheck("signature", sig.ok, "" if sig.ok else sig.detail))
     ok = check_receipt(receipt)
     checks.append(ReceiptCheck("body", ok, "" if ok else "body_sha256 does not match the canonical body"))
     cfile = (

@@ -396,8 +396,10 @@ def build_edgar_release(
     forms: Sequence[str] | None = None,
     overwrite: bool = False,
     progress: ProgressFn | None = None,
+    key_seed: str = "",
 ) -> EdgarBuild:
-    """Build a release from EDGAR inputs and write it atomically to ``out``. Same inputs, same bytes."""
+    """Build a release from EDGAR inputs and write it atomically to ``out``. Same inputs (and ``key_seed``), same
+    bytes. ``key_seed`` is mixed into the row-key key and is not stored: see :mod:`evalkit_core._masks`."""
     target = Path(out)
     if not overwrite and target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ReleaseError(
@@ -415,7 +417,14 @@ def build_edgar_release(
     if progress is not None:
         progress("writing release", 0, 1)
     path = write_release(
-        target, name=name, start=start, end=end, filings=filings, provenance=provenance, overwrite=overwrite
+        target,
+        name=name,
+        start=start,
+        end=end,
+        filings=filings,
+        provenance=provenance,
+        overwrite=overwrite,
+        key_seed=key_seed,
     )
     if progress is not None:
         progress("writing release", 1, 1)

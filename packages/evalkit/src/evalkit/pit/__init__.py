@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     )
     from evalkit.pit._verify import (
         Check,
+        receipt_schema,
         verify_pit_receipt,
     )
 
@@ -99,6 +100,7 @@ _LAZY: dict[str, str] = {
     "load_config": "evalkit.pit._config",
     "load_prices": "evalkit.pit._prices",
     "network_guard": "evalkit.pit._guard",
+    "receipt_schema": "evalkit.pit._verify",
     "resolve_agent": "evalkit.pit._agents",
     "run": "evalkit.pit._runner",
     "score_answer": "evalkit.pit._probe",
@@ -151,6 +153,7 @@ __all__ = [
     "load_config",
     "load_prices",
     "network_guard",
+    "receipt_schema",
     "resolve_agent",
     "run",
     "score_answer",

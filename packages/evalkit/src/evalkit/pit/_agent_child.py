@@ -263,6 +263,11 @@ def _agent_rebuild(recipe: dict[str, object]) -> object:
             return _agent_import(str(ref[1]), str(ref[2]))
         if kind == "function":
             return made[int(ref[1])]  # type: ignore[arg-type]
+        if kind == "dict":
+            return {value(k): value(v) for k, v in ref[1]}  # type: ignore[union-attr]
+        if kind in ("list", "tuple", "set", "frozenset"):
+            items = [value(v) for v in ref[1]]  # type: ignore[union-attr]
+            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[kind](items)  # type: ignore[index]
         raise ValueError(f"unknown recipe reference {kind!r}")
 
     for table, space in zip(tables, spaces, strict=True):
@@ -425,8 +430,10 @@ def _agent_reply(reply: object, reply_type: type) -> list[object]:
     if not isinstance(reply, reply_type):
         raise TypeError(f"the agent returned {type(reply).__name__}, not an AgentReply")
     picks = list(reply.picks)  # type: ignore[attr-defined]
-    if not all(type(p) is str for p in picks):
-        raise TypeError("picks must be row_keys (strings)")
+    try:  # row_keys; anything else that is data goes to the harness, which refuses it as an unknown key
+        json.dumps(picks, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError(f"picks must be row_keys (strings): {exc}") from None
     text = reply.text  # type: ignore[attr-defined]
     if text is not None and type(text) is not str:
         raise TypeError(f"the reply's text must be a string or None, not {type(text).__name__}")

@@ -31,6 +31,7 @@ __all__ = [
     "AgentOrigin",
     "AgentReply",
     "AgentSpecError",
+    "find_module",
     "from_callable",
     "from_tool_loop",
     "resolve_agent",
@@ -226,6 +227,21 @@ def module_location(name: str) -> importlib.machinery.ModuleSpec | None:
     if loaded is not None and getattr(loaded, "__spec__", None) is not None:
         return loaded.__spec__
     return importlib.machinery.PathFinder.find_spec(top)
+
+
+def find_module(name: str) -> importlib.machinery.ModuleSpec | None:
+    """Where module ``name`` itself lives (``pkg.sub.mod`` too), found without running any of its code or its
+    packages' (``importlib.util.find_spec`` imports the parent packages)."""
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+        return loaded.__spec__
+    spec = module_location(name)
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), list(spec.submodule_search_locations))
+    return spec
 
 
 def resolve_agent(spec: str) -> Agent:

@@ -1,4 +1,11 @@
-"""The run configuration: what a PIT run is, loadable from and dumpable to JSON."""
+"""The run configuration: what a PIT run is, loadable from and dumpable to JSON.
+
+A config loaded from a file remembers the file (:attr:`RunConfig.origin`, not part of its JSON or digest), so
+every error found later, against the release or the machine, names the file and the field. Relative input
+paths in a config file (``bundle_path``, ``prices_path``) resolve against the file's directory, not the
+working directory; output paths (``trajectory_path``, ``receipt_path``) stay relative to where the run starts,
+as the ``--trajectory``/``--receipt`` options are.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +25,12 @@ NETWORK_POLICIES = ("abort", "continue")
 # Locations are not part of the config digest: outputs can go anywhere, and inputs are bound by content
 # (the release's content digest, the price file's sha256), so moving them does not change what was run.
 OUTPUT_FIELDS = frozenset({"trajectory_path", "receipt_path"})
-LOCATION_FIELDS = frozenset({"bundle_path", "prices_path"}) | OUTPUT_FIELDS
+INPUT_FIELDS = frozenset({"bundle_path", "prices_path"})
+LOCATION_FIELDS = INPUT_FIELDS | OUTPUT_FIELDS
+_STRING_FIELDS = ("bundle_path", "agent", "network_policy", "trajectory_path", "receipt_path")
+_OPTIONAL_STRING_FIELDS = (
+    "start", "end", "model_version", "training_cutoff", "prices_path", "price_source", "prices_pulled_at",
+)
 
 
 def _tuple_of_str(v: Any) -> tuple[str, ...]:
@@ -58,6 +70,8 @@ class RunConfig:
     prices_pulled_at: str | None = attrs.field(default=None, converter=_opt_str)
     trajectory_path: str = attrs.field(default="trajectory.jsonl", converter=_str)
     receipt_path: str = attrs.field(default="receipt.json", converter=_str)
+    # The file this config was loaded from, for error messages only: not part of to_json() or the digest.
+    origin: str | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.validate()
@@ -94,8 +108,29 @@ class RunConfig:
         if self.prices_path is not None and not self.price_source:
             raise ConfigError("price_source: required when prices_path is given (say where the prices came from)")
 
+    def error(self, field: str, message: str) -> ConfigError:
+        """A ConfigError naming the config file (when there is one) and ``field``."""
+        where = f"{self.origin}: field {field!r}" if self.origin else f"config field {field!r}"
+        return ConfigError(f"{where}: {message}")
+
+    def check_outputs(self) -> None:
+        """Refuse output paths that cannot be written, before anything is written: a parent that is a file,
+        a target that is a directory, or the trajectory and the receipt at one path."""
+        targets = {field: Path(getattr(self, field)) for field in sorted(OUTPUT_FIELDS)}
+        for field, target in targets.items():
+            if target.is_dir():
+                raise self.error(field, f"{target} is a directory; expected a file path")
+            for parent in target.parents:
+                if parent.exists():
+                    if not parent.is_dir():
+                        raise self.error(field, f"{target}: parent {parent} is a file; expected a directory")
+                    break
+        if targets["trajectory_path"].resolve() == targets["receipt_path"].resolve():
+            raise self.error("receipt_path", f"{targets['receipt_path']} is also the trajectory_path; expected two files")
+
     def to_json(self) -> dict[str, Any]:
         d = attrs.asdict(self)
+        d.pop("origin")
         d["forms"], d["arms"], d["clocks"] = list(self.forms), list(self.arms), list(self.clocks)
         return d
 
@@ -108,7 +143,7 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, source: str = "config") -> RunConfig:
-        known = {f.name for f in attrs.fields(cls)}
+        known = {f.name for f in attrs.fields(cls)} - {"origin"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}")
@@ -118,10 +153,19 @@ class RunConfig:
             if field in data and (not isinstance(data[field], int) or isinstance(data[field], bool)):
                 raise ConfigError(f"{source}: field {field!r} expected an integer, got {data[field]!r}")
         for field in ("forms", "arms", "clocks"):
-            if field in data and not isinstance(data[field], list | str):
-                raise ConfigError(f"{source}: field {field!r} expected a list of strings, got {data[field]!r}")
+            value = data.get(field)
+            if field in data and not (
+                isinstance(value, str) or (isinstance(value, list) and all(isinstance(x, str) for x in cast("list[Any]", value)))
+            ):
+                raise ConfigError(f"{source}: field {field!r} expected a list of strings, got {value!r}")
+        for field in _STRING_FIELDS:
+            if field in data and not isinstance(data[field], str):
+                raise ConfigError(f"{source}: field {field!r} expected a string, got {data[field]!r}")
+        for field in _OPTIONAL_STRING_FIELDS:
+            if data.get(field) is not None and not isinstance(data[field], str):
+                raise ConfigError(f"{source}: field {field!r} expected a string or null, got {data[field]!r}")
         try:
-            return cls(**data)
+            return cls(**data, origin=source)
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
         except TypeError as exc:
@@ -139,6 +183,14 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"{p}: config file not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot be read ({exc.strerror or exc.__class__.__name__})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a JSON object of RunConfig fields")
-    return RunConfig.from_json(cast("dict[str, Any]", data), source=str(p))
+    fields = dict(cast("dict[str, Any]", data))
+    for field in sorted(INPUT_FIELDS):
+        value = fields.get(field)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            # A config file's inputs are where the file says, wherever the run is started from.
+            fields[field] = str(p.parent / value)
+    return RunConfig.from_json(fields, source=str(p))

@@ -29,7 +29,6 @@ from evalkit_core import (
     canonical_bytes,
     nyse,
     parse_clock,
-    shift_date,
 )
 
 __all__ = ["EXPORT_FORMATS", "export_samples", "session_samples"]
@@ -57,14 +56,14 @@ def session_samples(
     if start < w0 or end > w1 or start > end:
         raise ConfigError(f"export window {start}..{end} is not inside the release window {w0}..{w1}")
     main = release.arm("main")
-    view = CellView(arm, clk, release.arm(arm), main, calendar)
+    view = CellView(arm, clk, release.arm(arm), main, calendar, release.shift)
     out: list[dict[str, Any]] = []
     for session in calendar.between(start, end):
         s_idx = calendar.index_of(session.date)
         lo = view.visible_count(s_idx - 1)
         hi = view.visible_count(s_idx)
         fresh = [view.render(i) for i in range(hi - 1, max(lo - 1, hi - 1 - max_rows), -1)]
-        shown_date = (shift_date(session.date) if arm == "shifted" else session.date).isoformat()
+        shown_date = (release.shift.session_date(session.date) if arm == "shifted" else session.date).isoformat()
         listing = "\n".join(json.dumps(r, sort_keys=True) for r in fresh) or "(no new filings)"
         prompt = (
             f"Trading session {shown_date}, opening bell. These SEC filings became knowable since the previous bell "

@@ -600,11 +600,11 @@ class AgentProcess:
                     self.kill()
                     raise EgressStop
             elif kind == "reply" and len(msg) == 3 and isinstance(msg[1], list):
-                picks = cast("list[object]", msg[1])
                 text = msg[2]
-                if not all(isinstance(p, str) for p in picks) or not (text is None or isinstance(text, str)):
-                    raise self._protocol("a reply whose picks are not strings")
-                return AgentReply(picks=tuple(cast("list[str]", picks)), text=text)
+                if not (text is None or isinstance(text, str)):
+                    raise self._protocol("a reply whose text is not a string")
+                # picks that are not row_keys (strings) are the runner's to refuse, as unknown keys
+                return AgentReply(picks=tuple(cast("list[str]", msg[1])), text=text)
             elif kind == "error" and len(msg) == 3:
                 raise AgentError(_text(msg[1], 100) or "Error", _text(msg[2], 2000))
             else:

@@ -11,7 +11,7 @@ with evalkit's own adapters (:func:`evalkit.pit._agent_child._agent_build`):
   run with ``exec``) travels **by value**: its compiled code, and for each global name and closure cell it uses,
   either a copy of the value when it is plain data (built-in types only, as the wall's tagged-JSON codec carries
   them), a module (imported inside the jail), a function or class importable by name (imported inside the
-  jail), or another function sent by value the same way. Anything else (a ``Release``, a price table, an open
+  jail), another function sent by value the same way, or a list, tuple, set or dict of those. Anything else (a ``Release``, a price table, an open
   file, an object of the caller's) is refused with an error naming it, so nothing of the harness's state can
   ride along. What the function changes in its copies stays in the jail.
 
@@ -38,7 +38,7 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -51,6 +51,7 @@ _GLOBAL_OPS = frozenset(
     {"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "STORE_NAME", "DELETE_NAME"}
 )
 _PLAIN = (list, tuple, dict, set, frozenset)
+_MAX_DEPTH = 50
 _HOW = (
     "define the agent in a module of its own and name it 'module:function' (or pass from_callable a function "
     "defined at the top level of an importable module), or give it plain data instead"
@@ -147,6 +148,7 @@ class _Builder:
         self.binds: list[str] = []
         self.paths: list[str] = []
         self.named: list[str] = []  # "module" or "module:attribute" the recipe names
+        self.depth = 0
 
     def recipe(self, root: list[Any]) -> dict[str, Any]:
         return {"functions": self.functions, "globals": self.tables, "root": root}
@@ -212,9 +214,20 @@ class _Builder:
         try:
             return ["data", tagged_encode(value)]
         except (TaggedError, RecursionError):
-            kind = type(value).__name__
-            what = f"a {kind}" if isinstance(value, _PLAIN) else f"a {kind} (not plain data)"
-            raise self.refuse(where, what) from None
+            pass
+        kind = type(value).__name__
+        if (
+            type(value) in _PLAIN and self.depth < _MAX_DEPTH
+        ):  # a container of what can cross (functions, say)
+            self.depth += 1
+            try:
+                if isinstance(value, dict):
+                    items = cast("dict[object, object]", value).items()
+                    return ["dict", [[self.ref(k, where), self.ref(v, where)] for k, v in items]]
+                return [kind, [self.ref(v, where) for v in cast("Iterable[object]", value)]]
+            finally:
+                self.depth -= 1
+        raise self.refuse(where, f"a {kind}" if type(value) in _PLAIN else f"a {kind} (not plain data)")
 
     def _importable(self, value: object) -> tuple[str, str] | None:
         """(module, qualified name) when ``value`` can be found again by importing that module."""

@@ -10,23 +10,23 @@ give byte-identical trajectories and bodies.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 import os
-import statistics
 from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, cast
+from types import MappingProxyType
+from typing import IO, Any
 
 import attrs
 
 from evalkit.pit._agents import Agent, AgentReply, AgentSpecError
+from evalkit.pit._bindings import agent_code, environment, harness_block
 from evalkit.pit._config import RunConfig
 from evalkit.pit._gateway import Gateway
 from evalkit.pit._guard import EgressAttempt
-from evalkit.pit._jail import AgentError, AgentJail, AgentLimits, AgentProcess, AgentWall, EgressStop
+from evalkit.pit._jail import AgentError, AgentJail, AgentLimits, AgentProcess, EgressStop
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
+from evalkit.pit._score import RECEIPT_VERSION, BodyInputs, ScoreInputs, Scorer, assemble_body
 from evalkit.pit._toolbox import CellView, Toolbox
 from evalkit_core import (
     ARMS,
@@ -34,33 +34,22 @@ from evalkit_core import (
     Clock,
     ConfigError,
     Release,
+    ReleaseError,
+    SigningKey,
     atomic_open,
     cache_dir,
     canonical_bytes,
     digest,
+    ensure_signing_key,
     file_digest,
     make_receipt,
     nyse,
-    shift_date,
+    with_entry,
     write_receipt,
 )
 from evalkit_core.models import Completion, Request
 
 __all__ = ["RECEIPT_VERSION", "RunResult", "run"]
-
-RECEIPT_VERSION = "evalkit-pit-receipt/1"
-HARNESS_NAME = "evalkit-pit"
-ENTRY_RULE = (
-    "long at the opening auction of the pick's session, exit at the open {hold} sessions later; "
-    "no costs, no shorts; tickers from the answer key"
-)
-
-
-def _harness_version() -> str:
-    try:
-        return importlib.metadata.version("evalkit")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0+unknown"
 
 
 @attrs.frozen
@@ -93,14 +82,20 @@ class RunResult:
 
 
 class _Trajectory:
-    """Canonical JSONL events, written to a temp file renamed into place when the run ends (even on error)."""
+    """Canonical JSONL events, written to a temp file renamed into place when the run ends (even on error).
 
-    def __init__(self, fh: IO[bytes]) -> None:
+    Every event written is also fed to the scorer, which computes the body's numbers from the events alone
+    (as ``verify`` does from the file)."""
+
+    def __init__(self, fh: IO[bytes], scorer: Scorer) -> None:
         self._fh = fh
+        self._scorer = scorer
         self.events = 0
 
     def emit(self, event: Mapping[str, Any]) -> None:
-        self._fh.write(canonical_bytes({"seq": self.events, **event}) + b"\n")
+        line = {"seq": self.events, **event}
+        self._fh.write(canonical_bytes(line) + b"\n")
+        self._scorer.feed(line)
         self.events += 1
 
 
@@ -110,7 +105,7 @@ class _Stop(Exception):  # noqa: N818 - internal control flow
         self.reason = reason
 
 
-def _session_prompt(toolbox: Toolbox, hold: int) -> str:
+def session_prompt(toolbox: Toolbox, hold: int) -> str:
     return (
         f"Trading session {toolbox.session_date} (arm {toolbox.arm}, clock {toolbox.clock}). "
         f"It is the opening bell, {toolbox.known_at}. You can call pit_list, pit_search, pit_read and pit_coverage "
@@ -124,12 +119,13 @@ def _check_window(config: RunConfig, release: Release) -> tuple[dt.date, dt.date
     start = dt.date.fromisoformat(config.start) if config.start else w0
     end = dt.date.fromisoformat(config.end) if config.end else w1
     if start > end:
-        raise ConfigError(f"start {start} is after end {end}")
+        raise config.error("start", f"{start} is after end {end}")
     if start < w0 or end > w1:
-        raise ConfigError(f"window {start}..{end} is outside the release window {w0}..{w1} ({release.root})")
+        field = "start" if start < w0 else "end"
+        raise config.error(field, f"window {start}..{end} is outside the release window {w0}..{w1} ({release.root})")
     unknown = sorted(set(config.forms) - set(release.forms))
     if unknown:
-        raise ConfigError(f"forms: {', '.join(unknown)} not in the release (it has {', '.join(release.forms)})")
+        raise config.error("forms", f"{', '.join(unknown)} not in the release (it has {', '.join(release.forms)})")
     return start, end
 
 
@@ -138,18 +134,12 @@ def _protected_paths(config: RunConfig, bundle: Release | None) -> list[Path]:
     working directory."""
     from evalkit_core.store import HOME_ENV
 
-    paths = [
-        Path(config.bundle_path),
-        Path(config.trajectory_path).parent,
-        Path(config.receipt_path).parent,
-        cache_dir(),
-        Path.cwd(),
-    ]
+    paths = [Path(config.bundle_path), Path(config.trajectory_path).parent, Path(config.receipt_path).parent]
+    paths += [cache_dir(), Path.cwd(), Path(os.environ.get(HOME_ENV) or ".evalkit")]
     if bundle is not None:
         paths.append(Path(bundle.root))
     if config.prices_path:
         paths.append(Path(config.prices_path))
-    paths.append(Path(os.environ.get(HOME_ENV) or ".evalkit"))
     return [p.resolve() for p in paths]
 
 
@@ -160,23 +150,26 @@ def run(
     prices: Prices | None = None,
     *,
     progress: Callable[[str, int, int], None] | None = None,
+    key: SigningKey | None = None,
     limits: AgentLimits | None = None,
     require_network_namespace: bool = False,
 ) -> RunResult:
-    """Run every (arm, clock) cell of ``config`` with ``agent`` and write the trajectory and the receipt.
+    """Run every (arm, clock) cell of ``config`` with ``agent`` and write the trajectory and the signed receipt.
 
     ``bundle`` defaults to ``Release.load(config.bundle_path)``; it is narrowed to the config's forms and window.
-    ``prices`` may be None: every cell still runs and reports ``total_return: null``. The agent runs behind the
-    wall with ``limits`` (:class:`AgentLimits`); with ``require_network_namespace`` the run refuses to start
-    (ConfigError) where the wall cannot give the agent a network namespace of its own.
+    ``prices`` may be None: every cell still runs and reports ``total_return: null``.
+    ``key`` signs the receipt; by default the key in ``$EVALKIT_HOME``, created there on first use.
+    The agent runs behind the wall with ``limits`` (:class:`AgentLimits`); with ``require_network_namespace``
+    the run refuses to start (ConfigError) where the wall cannot give the agent a network namespace of its own.
     """
     from evalkit.pit._recipe import recipe_for
 
+    config.check_outputs()
     recipe = recipe_for(agent, _protected_paths(config, bundle))
     jail = AgentJail(recipe, network_policy=config.network_policy, limits=limits)
-    jail.start_background()
+    jail.start_background()  # overlaps the loading below
     try:
-        return _run(agent, config, bundle, prices, jail, progress, require_network_namespace)
+        return _run(agent, config, bundle, prices, jail, progress, key, require_network_namespace)
     finally:
         jail.close()
 
@@ -188,41 +181,37 @@ def _run(
     prices: Prices | None,
     jail: AgentJail,
     progress: Callable[[str, int, int], None] | None,
+    key: SigningKey | None,
     require_network_namespace: bool,
 ) -> RunResult:
-    release = bundle if bundle is not None else Release.load(config.bundle_path)
+    if bundle is not None:
+        release = bundle
+    else:
+        try:
+            release = Release.load(config.bundle_path)
+        except ReleaseError as exc:
+            raise config.error("bundle_path", str(exc)) from None
     start, end = _check_window(config, release)
     release = release.select(forms=list(config.forms) or None, start=start, end=end)
     calendar = nyse()
     sessions = calendar.between(start, end)
     if not sessions:
-        raise ConfigError(f"window {start}..{end} holds no NYSE session")
+        raise config.error("start", f"window {start}..{end} holds no NYSE session")
     if prices is None and config.prices_path:
         from evalkit.pit._prices import load_prices
 
         prices = load_prices(config.prices_path, source=config.price_source or "", pulled_at=config.prices_pulled_at)
+    signer = key if key is not None else ensure_signing_key()[0]
     config_sha = config.digest()
-    run_id = "run-" + digest({"config_sha256": config_sha, "bundle_content_digest": release.content_digest})[7:23]
+    run_id = run_id_for(config_sha, release.content_digest)
     traj_path = Path(config.trajectory_path)
     receipt_path = Path(config.receipt_path)
     state = _RunState(config, release, calendar, sessions, prices, agent)
     state.jail, state.require_netns = jail, require_network_namespace
     with atomic_open(traj_path) as fh:
-        traj = _Trajectory(fh)
+        traj = _Trajectory(fh, state.scorer)
         state.traj = traj
-        traj.emit(
-            {
-                "type": "run_start",
-                "run_id": run_id,
-                "config_sha256": config_sha,
-                "config": config.digest_view(),
-                "bundle_content_digest": release.content_digest,
-                "agent": agent.name,
-                "window": {"start": start.isoformat(), "end": end.isoformat()},
-                "sessions": len(sessions),
-                "rows": release.arm("main").height,
-            }
-        )
+        traj.emit(run_start_event(run_id, config, release, agent.name, start, end, len(sessions)))
         state.gateway.hold_keys()
         try:
             state.run_cells(progress)
@@ -231,10 +220,33 @@ def _run(
         finally:
             state.end_process()
             state.gateway.stop()
-        traj.emit({"type": "run_end", "valid": state.valid, "invalidated_by": state.invalidated_by})
+        score = state.scorer.result()
+        traj.emit({"type": "run_end", "valid": score.valid, "invalidated_by": score.invalidated_by})
         events = traj.events
-    body = state.body(run_id, config_sha, traj_path, events, file_digest(traj_path), jail.wall, jail.limits)
-    receipt = make_receipt(body)
+    traj_sha = file_digest(traj_path)
+    inputs = BodyInputs(
+        run_id=run_id,
+        config=config,
+        config_sha256=config_sha,
+        release=release,
+        sessions=sessions,
+        prices=prices.statement() if prices is not None else None,
+        trajectory_path=str(traj_path),
+        trajectory_events=events,
+        trajectory_sha256=traj_sha,
+        calendar_sha256=calendar.digest,
+        network_scope=jail.wall.network,  # measured from the host when the jail started
+        harness=harness_block(),
+        agent={
+            "spec": config.agent,
+            "name": agent.name,
+            "code": agent_code(config.agent, agent.name),
+            "wall": jail.wall.to_json(),
+            "limits": jail.limits.to_json(),
+        },
+        environment=environment(),
+    )
+    receipt = make_receipt(assemble_body(inputs, state.scorer.result()), key=signer)
     write_receipt(receipt_path, receipt)
     timings = {
         "agent": jail.agent_seconds,
@@ -245,10 +257,25 @@ def _run(
     return RunResult(receipt=receipt, receipt_path=receipt_path, trajectory_path=traj_path, timings=timings)
 
 
-@attrs.define
-class _Trade:
-    row_key: str
-    entry_index: int
+def run_id_for(config_sha256: str, bundle_content_digest: str) -> str:
+    return "run-" + digest({"config_sha256": config_sha256, "bundle_content_digest": bundle_content_digest})[7:23]
+
+
+def run_start_event(
+    run_id: str, config: RunConfig, release: Release, agent_name: str, start: dt.date, end: dt.date, sessions: int
+) -> dict[str, Any]:
+    """The first event of a trajectory (``verify`` rebuilds it from the receipt's config and the release)."""
+    return {
+        "type": "run_start",
+        "run_id": run_id,
+        "config_sha256": config.digest(),
+        "config": config.digest_view(),
+        "bundle_content_digest": release.content_digest,
+        "agent": agent_name,
+        "window": {"start": start.isoformat(), "end": end.isoformat()},
+        "sessions": sessions,
+        "rows": release.arm("main").height,
+    }
 
 
 class _RunState:
@@ -269,30 +296,23 @@ class _RunState:
         self.prices = prices
         self.agent = agent
         self.traj: _Trajectory
-        self.cell_results: list[dict[str, Any]] = []
         self.egress: list[dict[str, Any]] = []
-        self.agent_errors: list[dict[str, Any]] = []
         self.stopped = False
         self.served_shifted: dict[str, None] = {}
-        self.tool_calls = 0
-        self.rows_served = 0
-        self.probe: dict[str, Any] = {"verdict": "not_run", "items": []}
         self.where: dict[str, Any] = {}
-        answer = release.answer_key
-        self.answers: dict[str, dict[str, Any]] = {r["row_key"]: r for r in answer.iter_rows(named=True)}
-        # Opening prices of every ticker the answer key names, looked up once for all cells.
-        self.opens = prices.opens_for(t for a in self.answers.values() if (t := a.get("ticker"))) if prices else {}
-        self.probe_clock = Clock("pit") if "pit" in config.clocks else Clock(config.clocks[-1])
-        self.probe_view: CellView | None = None  # the shifted arm's view under the probe clock, kept from its cell
-        self.fallback_rows: dict[str, int] = {}
+        answers = answers_by_key(release)
+        self.answers = answers
+        self._entries: dict[Clock, Mapping[str, int]] = {Clock(c): entry_table(release, Clock(c), calendar) for c in config.clocks}
+        self.probe_clock = probe_clock(config)
         self.gateway = Gateway()
         self.jail: AgentJail
         self.require_netns = False
         self.proc: AgentProcess | None = None  # the agent's process for the current cell (or the probe)
         self.loaded = False  # whether an agent process has loaded the agent yet
-        self.model_spend = Decimal(0)
-        self.model_calls = 0
-        self.reported_models: set[str] = set()
+        # Everything the body reports is computed from the events by the scorer (verify runs the same one).
+        self.scorer = Scorer(
+            ScoreInputs(config, calendar, tuple(self.session_indices), answers, opens_for(prices, answers))
+        )
 
     # -- models ----------------------------------------------------------------------------------------------
 
@@ -303,9 +323,6 @@ class _RunState:
         self.traj.emit({"type": "model_request", **self.where, "model_id": model_id, "request_sha256": digest(request_to_json(request))})
         completion = completion_from_json(self.gateway.complete(model_id, request_to_json(request)))
         usage = completion.usage
-        self.model_spend += completion.cost
-        self.model_calls += 1
-        self.reported_models.add(completion.reported_model)
         self.traj.emit(
             {
                 "type": "model_call",
@@ -337,31 +354,6 @@ class _RunState:
         self.egress.append(event)
         self.traj.emit(event)
 
-    @property
-    def valid(self) -> bool:
-        return not self.egress and not self.agent_errors
-
-    @property
-    def invalidated_by(self) -> list[str]:
-        reasons: list[str] = []
-        if self.egress:
-            reasons.append("network_egress_attempt")
-        if self.agent_errors:
-            reasons.append("agent_error")
-        return reasons
-
-    def _agent_failed(self, exc: AgentError) -> _Stop:
-        event = {
-            "type": "agent_error",
-            "error_type": exc.error_type,
-            "message": exc.message[:2000],
-            **self.where,
-        }
-        self.agent_errors.append(event)
-        self.traj.emit(event)
-        self.stopped = True
-        return _Stop("agent_error")
-
     def _call_agent(self, prompt: str, toolbox: Toolbox) -> AgentReply | None:
         """One session of the agent in its jailed process (a fresh one at the start of each cell and of the
         probe); record errors and egress. Raise _Stop when the run must end."""
@@ -375,7 +367,10 @@ class _RunState:
             self.stopped = True
             raise _Stop("network_egress_attempt") from None
         except AgentError as exc:
-            raise self._agent_failed(exc) from None
+            event = {"type": "agent_error", "error_type": exc.error_type, "message": exc.message[:2000], **self.where}
+            self.traj.emit(event)
+            self.stopped = True
+            raise _Stop("agent_error") from None
         if self.egress and self.config.network_policy == "abort":
             self.stopped = True
             raise _Stop("network_egress_attempt")
@@ -414,141 +409,82 @@ class _RunState:
         for arm in (a for a in ARMS if a in self.config.arms):
             for clock_name in self.config.clocks:
                 clock = Clock(clock_name)
-                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar)
-                if arm == "shifted" and clock is self.probe_clock:
-                    self.probe_view = view
-                self.fallback_rows[str(clock)] = view.fallback_rows
+                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar, self.release.shift)
                 try:
-                    result = self._run_cell(view, progress, done, total)
+                    self._run_cell(view, progress, done, total)
                 except _Stop:
                     return
                 finally:
                     done += len(self.sessions)
                     self.end_process()
-                self.cell_results.append(result)
 
-    def _run_cell(
-        self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int
-    ) -> dict[str, Any]:
+    def _run_cell(self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int) -> None:
         arm, clock = view.arm, str(view.clock)
-        self.traj.emit({"type": "cell_start", "arm": arm, "clock": clock, "rows": len(view)})
-        trades: list[_Trade] = []
-        rejected = {"unknown": 0, "not_yet_knowable": 0, "duplicate": 0}
-        agent_calls = 0
+        # Facts about the cell taken before the agent holds the view: what it does to its tools changes nothing here.
+        self.traj.emit(cell_start_event(view))
         for n, (session, s_idx) in enumerate(zip(self.sessions, self.session_indices, strict=True)):
-            shown_date = (shift_date(session.date) if arm == "shifted" else session.date).isoformat()
+            shown_date = (self.release.shift.session_date(session.date) if arm == "shifted" else session.date).isoformat()
             self.where = {"arm": arm, "clock": clock, "session_date": shown_date}
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
-                self.tool_calls += 1
-                listed = result.get("rows")  # pit_coverage's "rows" is a count, not a list of rows
-                n_listed = len(cast("list[object]", listed)) if isinstance(listed, list) else 0
-                self.rows_served += n_listed + (1 if "row" in result else 0)
                 self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
 
             served = self._serve_shifted if arm == "shifted" else None
             toolbox = Toolbox(view, s_idx, record, served, self.model_call)
-            prompt = _session_prompt(toolbox, self.config.hold_sessions)
+            prompt = session_prompt(toolbox, self.config.hold_sessions)
             self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
-            agent_calls += 1
             reply = self._call_agent(prompt, toolbox)
             assert reply is not None
             accepted: list[str] = []
             refused: list[dict[str, str]] = []
             seen: set[str] = set()
+            entries = self.entries(view.clock)
             for key in reply.picks:
-                status = toolbox.is_knowable(key)
+                # The harness decides, from its own entry table (never from the toolbox the agent was handed):
+                # a row that does not exist or is not knowable at this bell is refused, counted and never traded.
+                entry = entries.get(key) if isinstance(key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
+                status = "unknown" if entry is None else ("ok" if entry <= s_idx else "not_yet_knowable")
                 if status == "ok" and key in seen:
                     status = "duplicate"
                 if status == "ok":
                     seen.add(key)
                     accepted.append(key)
-                    trades.append(_Trade(key, s_idx))
                 else:
-                    rejected[status] += 1
-                    refused.append({"row_key": key, "reason": status})
+                    refused.append({"row_key": key if isinstance(key, str) else repr(key), "reason": status})  # pyright: ignore[reportUnnecessaryIsInstance]
             self.traj.emit({"type": "decision", **self.where, "picks": accepted, "rejected": refused, "text": reply.text})
             if progress is not None:
                 progress(f"{arm}/{clock}", done + n + 1, total)
-        return self._score_cell(arm, clock, trades, rejected, agent_calls, view)
+
+    def entries(self, clock: Clock) -> Mapping[str, int]:
+        """row_key -> entry session index under ``clock``: the harness's own copy, computed from the release's
+        main arm (control arms use the main arm's clocks) before any agent of the run is called."""
+        return self._entries[clock]
 
     def _serve_shifted(self, keys: Sequence[str]) -> None:
         for k in keys:
-            self.served_shifted.setdefault(k, None)
-
-    # -- scoring ---------------------------------------------------------------------------------------------
-
-    def _score_cell(
-        self, arm: str, clock: str, trades: list[_Trade], rejected: Mapping[str, int], agent_calls: int, view: CellView
-    ) -> dict[str, Any]:
-        hold = self.config.hold_sessions
-        returns: list[float] = []
-        unpriced = 0
-        lookahead = lookahead_known = 0
-        by_form: dict[str, int] = {}
-        opens = self.opens
-        for t in trades:
-            truth = self.answers[t.row_key]
-            form = str(truth["form"])
-            by_form[form] = by_form.get(form, 0) + 1
-            entry = self.calendar.all[t.entry_index]
-            accepted: dt.datetime | None = truth.get("acceptance_at")
-            if accepted is not None:
-                lookahead_known += 1
-                if entry.open < accepted:
-                    lookahead += 1
-            if self.prices is None:
-                continue
-            exit_index = t.entry_index + hold
-            ticker = truth.get("ticker")
-            if not ticker or exit_index >= len(self.calendar):
-                unpriced += 1
-                continue
-            p_in = opens.get((ticker, entry.date))
-            p_out = opens.get((ticker, self.calendar.all[exit_index].date))
-            if p_in is None or p_out is None:
-                unpriced += 1
-                continue
-            returns.append(p_out / p_in - 1.0)
-        total_return = round(statistics.fmean(returns), 6) if returns else None
-        return {
-            "arm": arm,
-            "clock": clock,
-            "reachable": Clock(clock).reachable,
-            "sessions": len(self.sessions),
-            "agent_calls": agent_calls,
-            "trades": len(trades),
-            "scored_trades": len(returns),
-            "unpriced_trades": unpriced if self.prices is not None else len(trades),
-            "total_return": total_return,
-            "lookahead_trades": lookahead,
-            "lookahead_checked": lookahead_known,
-            "rejected_picks": dict(rejected),
-            "trades_by_form": dict(sorted(by_form.items())),
-            "rows_in_cell": len(view),
-            "pit_fallback_rows": view.fallback_rows if clock == "pit" else 0,
-        }
+            if k in self.answers:  # a toolbox the agent tampered with may report keys that do not exist
+                self.served_shifted.setdefault(k, None)
 
     # -- probe -----------------------------------------------------------------------------------------------
 
     def run_probe(self) -> None:
+        """Ask the probe's questions; the verdict and the item scores are the scorer's (from the events)."""
         cfg = self.config
         if "shifted" not in cfg.arms or cfg.probe_items == 0:
-            reason = "shifted arm not in this run" if "shifted" not in cfg.arms else "probe_items is 0"
-            self.probe = {"verdict": "not_run", "reason": reason, "items": [], "stride_rule": _STRIDE_RULE}
             return
         served = list(self.served_shifted)
         items = choose_items(served, cfg.probe_items)
         clock = self.probe_clock
-        view = self.probe_view or CellView("shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar)
+        # A view of the harness's own, not the one the shifted cell's agent held (and may have changed).
+        view = CellView(
+            "shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar, self.release.shift
+        )
         last = self.session_indices[-1]
-        scored: list[dict[str, Any]] = []
         for n, key in enumerate(items):
             row = view.render(view.position[key])
-            self.where = {"arm": "shifted", "clock": str(clock), "session_date": shift_date(self.sessions[-1].date).isoformat(), "probe_item": n}
+            self.where = {"arm": "shifted", "clock": str(clock), "session_date": self.release.shift.session_date(self.sessions[-1].date).isoformat(), "probe_item": n}
 
             def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
-                self.tool_calls += 1
                 self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
 
             toolbox = Toolbox(view, last, record, None, self.model_call)
@@ -560,155 +496,36 @@ class _RunState:
                 break
             assert reply is not None
             text = reply.text or ""
-            score = score_answer(text, self.answers[key])
-            item = {"item": n, "row_key": key, "answer": text[:2000], **score}
-            scored.append(item)
-            self.traj.emit({"type": "probe_item", **item})
-        leaks = any(i["date_recovered"] or i["issuer_recovered"] for i in scored)
-        self.probe = {
-            "verdict": "mask_leaks" if leaks else ("mask_holds" if scored else "not_run"),
-            "stride_rule": _STRIDE_RULE,
-            "rows_served_in_shifted_arm": len(served),
-            "items_asked": len(scored),
-            "date_recovered": sum(i["date_recovered"] for i in scored),
-            "year_only": sum(i["year_only"] for i in scored),
-            "issuer_recovered": sum(i["issuer_recovered"] for i in scored),
-            "items": scored,
-        }
-        if not scored:
-            self.probe["reason"] = "no rows were served to the agent in the shifted arm"
-
-    # -- receipt ---------------------------------------------------------------------------------------------
-
-    def body(
-        self,
-        run_id: str,
-        config_sha: str,
-        traj_path: Path,
-        events: int,
-        traj_sha: str,
-        wall: AgentWall,
-        limits: AgentLimits,
-    ) -> dict[str, Any]:
-        cfg = self.config
-        cells = self.cell_results
-        contamination: dict[str, dict[str, float | None]] = {}
-        for clock in cfg.clocks:
-            main = _total(cells, "main", clock)
-            contamination[clock] = {
-                "main_minus_shifted": _delta(main, _total(cells, "shifted", clock)),
-                "main_minus_redacted": _delta(main, _total(cells, "redacted", clock)),
-            }
-        window_end = self.sessions[-1].date
-        cutoff = dt.date.fromisoformat(cfg.training_cutoff) if cfg.training_cutoff else None
-        ends_before_cutoff = (window_end < cutoff) if cutoff else None
-        gaps: list[str] = []
-        if not cfg.model_version:
-            gaps.append("P1_model_version")
-        if not cfg.training_cutoff:
-            gaps.append("P2_training_cutoffs")
-        manifest = self.release.manifest
-        prov: Mapping[str, Any] = manifest.get("provenance", {})
-        price_statement = self.prices.statement() if self.prices else None
-        body: dict[str, Any] = {
-            "receipt_version": RECEIPT_VERSION,
-            "kind": "pit_run",
-            "run_id": run_id,
-            "harness": {"name": HARNESS_NAME, "version": _harness_version()},
-            "agent": {
-                "spec": cfg.agent,
-                "name": self.agent.name,
-                "wall": wall.to_json(),
-                "limits": limits.to_json(),
-            },
-            "valid": self.valid,
-            "invalidated_by": self.invalidated_by,
-            "completed": not self.stopped,
-            "binding": {
-                "bundle_content_digest": self.release.content_digest,
-                "config_sha256": config_sha,
-                "trajectory_sha256": traj_sha,
-                "prices_sha256": self.prices.sha256 if self.prices else None,
-            },
-            "config": cfg.digest_view(),
-            "network": {
-                "guard": "recorder_in_agent_jail",
-                "policy": cfg.network_policy,
-                "clean": not self.egress,
-                "egress_attempts": len(self.egress),
-                "attempts": [
-                    {
-                        k: e[k]
-                        for k in ("kind", "target", "call_site", "arm", "clock", "session_date")
-                        if k in e
-                    }
-                    for e in self.egress
-                ],
-                "scope": wall.network,
-            },
-            "trajectory": {"path": str(traj_path), "events": events, "sha256": traj_sha},
-            "window": {"start": self.sessions[0].date.isoformat(), "end": window_end.isoformat(), "sessions": len(self.sessions)},
-            "cells": cells,
-            "contamination": contamination,
-            "probe": self.probe,
-            "prices": price_statement,
-            "agent_errors": [{k: v for k, v in e.items() if k != "type"} for e in self.agent_errors],
-            "protocol": {
-                "P1_model_version": {"declared": cfg.model_version, "reported": sorted(self.reported_models)},
-                "P2_training_cutoff": {
-                    "declared": cfg.training_cutoff,
-                    "window_end": window_end.isoformat(),
-                    "window_ends_before_cutoff": ends_before_cutoff,
-                },
-                "P3_retrieval_timestamps": {
-                    "tool_calls": self.tool_calls,
-                    "rows_served": self.rows_served,
-                    "every_answer_carries": ["known_at", "clock", "arm", "session_date"],
-                    "every_row_carries": ["known_at", "entry_session"],
-                    "pit_fallback_rows": self.fallback_rows.get("pit", 0),
-                },
-                "P4_costs_and_frictions": {
-                    "entry_rule": ENTRY_RULE.format(hold=cfg.hold_sessions),
-                    "hold_sessions": cfg.hold_sessions,
-                    "costs": "none modelled",
-                    "shorts": "none",
-                    "price_source": price_statement,
-                    "model_spend_usd": str(self.model_spend),
-                    "model_calls": self.model_calls,
-                },
-                "P5_window_provenance": {
-                    "release": self.release.name,
-                    "content_digest": self.release.content_digest,
-                    "release_window": dict(manifest["window"]),
-                    "run_window": {"start": self.sessions[0].date.isoformat(), "end": window_end.isoformat()},
-                    "forms": list(cfg.forms) or list(self.release.forms),
-                    "rows": self.release.arm("main").height,
-                    "provenance_kind": prov.get("kind"),
-                    "provenance_statement": prov.get("statement"),
-                },
-                "P6_disaggregation": {
-                    "cells": [f"{c['arm']}/{c['clock']}" for c in cells],
-                    "trades_by_cell_and_form": {f"{c['arm']}/{c['clock']}": c["trades_by_form"] for c in cells},
-                },
-            },
-            "protocol_complete": not gaps,
-            "protocol_gaps": gaps,
-            "window_ends_before_cutoff": ends_before_cutoff,
-        }
-        return body
+            # The whole answer goes in the trajectory (the body repeats its first characters): what was scored
+            # is what a replay scores.
+            self.traj.emit({"type": "probe_item", "item": n, "row_key": key, "answer": text, **score_answer(text, self.answers[key])})
 
 
-_STRIDE_RULE = "row_keys served in shifted-arm answers, first-served order, deduplicated; k=min(probe_items,n); stride=n//k; items served[0], served[stride], ..."
+def entry_table(release: Release, clock: Clock, calendar: Calendar) -> Mapping[str, int]:
+    """row_key -> entry session index under ``clock``, from the release's main arm: what the harness decides picks
+    with (the runner, before any agent is called; verify, from the release it reads)."""
+    main_rows = release.arm("main").select("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
+    table = with_entry(main_rows, clock, calendar)
+    return MappingProxyType(
+        dict(zip(table.get_column("row_key").to_list(), table.get_column("entry_index").to_list(), strict=True))
+    )
 
 
-def _total(cells: Sequence[Mapping[str, Any]], arm: str, clock: str) -> float | None:
-    for c in cells:
-        if c["arm"] == arm and c["clock"] == clock:
-            return c["total_return"]
-    return None
+def cell_start_event(view: CellView) -> dict[str, Any]:
+    return {"type": "cell_start", "arm": view.arm, "clock": str(view.clock), "rows": len(view), "fallback_rows": view.fallback_rows}
 
 
-def _delta(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None:
+def probe_clock(config: RunConfig) -> Clock:
+    """The clock whose shifted-arm cell the probe's rows come from: pit when the run has it, else the last."""
+    return Clock("pit") if "pit" in config.clocks else Clock(config.clocks[-1])
+
+
+def answers_by_key(release: Release) -> dict[str, dict[str, Any]]:
+    return {r["row_key"]: r for r in release.answer_key.iter_rows(named=True)}
+
+
+def opens_for(prices: Prices | None, answers: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, dt.date], float] | None:
+    """Opening prices of every ticker the answer key names (looked up once for all cells); None without prices."""
+    if prices is None:
         return None
-    return round(a - b, 6)
+    return prices.opens_for(t for a in answers.values() if (t := a.get("ticker")))

@@ -6,7 +6,11 @@ A :class:`CellView` holds one arm's rows in the order the cell's clock makes the
 
 Every answer carries ``known_at`` (the bell the answer is as of), ``clock``, ``arm`` and ``session_date``; every
 row carries its own ``known_at`` and ``entry_session``. In the shifted arm every date and instant the agent sees
-is moved ten years forward. Reading a row that is not yet knowable returns ``not_yet_knowable`` and the key only.
+is moved onto the NYSE calendar ten years on (the release's shift map): sessions onto real sessions, a row's
+``known_at`` recomputed by its clock from the shifted fields (so it reads like any other row's) unless that
+would contradict its entry session, where the shifted instant of its real ``known_at`` is shown instead. Reading a row that is not yet knowable returns ``not_yet_knowable`` and the key only,
+and so does reading a row that does not exist: the two answers are identical, so neither reveals that a future
+filing exists. The tools never decide what is traded: the runner accepts or refuses picks from its own table.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any, cast
 import polars as pl
 
 from evalkit.pit._tool_specs import MAX_LIMIT, TOOL_NAMES, tool_specs
-from evalkit_core import Calendar, Clock, Session, format_instant, shift_date, shift_instant, with_entry
+from evalkit_core import Calendar, Clock, Session, ShiftMap, format_instant, with_entry
 from evalkit_core.models import Completion, Request
 
 __all__ = ["TOOL_NAMES", "CellView", "Toolbox", "tool_specs"]
@@ -33,16 +37,30 @@ _DISPLAY_ORDER = (
 class CellView:
     """One arm's rows ordered by the entry sessions of one clock (the main arm's clock, joined on row_key)."""
 
-    def __init__(self, arm: str, clock: Clock, arm_frame: pl.DataFrame, main_frame: pl.DataFrame, calendar: Calendar) -> None:
+    def __init__(
+        self,
+        arm: str,
+        clock: Clock,
+        arm_frame: pl.DataFrame,
+        main_frame: pl.DataFrame,
+        calendar: Calendar,
+        shift: ShiftMap | None = None,
+    ) -> None:
+        if arm == "shifted" and shift is None:
+            raise ValueError("the shifted arm needs the release's shift map")
         self.arm = arm
         self.clock = clock
         self.calendar = calendar
-        entries = with_entry(main_frame.select("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at"), clock, calendar)
+        self.shift = shift if arm == "shifted" else None
+        fields = ("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
+        entries = with_entry(main_frame.select(fields), clock, calendar)
         ordered = (
-            entries.select("row_key", "known_at", "known_at_fallback", "entry_index")
+            entries.select("row_key", "known_at", "known_at_fallback", "entry_index", "entry_date")
             .join(arm_frame, on="row_key", how="inner")
             .sort(["entry_index", "known_at", "row_key"])
         )
+        if self.shift is not None:
+            ordered = self._with_shifted_known_at(ordered, arm_frame.select(fields), clock, calendar, self.shift)
         self.frame = ordered
         self.entry_index: list[int] = ordered.get_column("entry_index").to_list()
         self.row_keys: list[str] = ordered.get_column("row_key").to_list()
@@ -55,10 +73,34 @@ class CellView:
         self.fallback_rows = int(ordered.get_column("known_at_fallback").sum())
         self._haystack: pl.Series | None = None
         self._rendered: dict[int, dict[str, Any]] = {}
-        self._shifted = arm == "shifted"
 
     def __len__(self) -> int:
         return len(self.row_keys)
+
+    @staticmethod
+    def _with_shifted_known_at(
+        ordered: pl.DataFrame, shifted: pl.DataFrame, clock: Clock, calendar: Calendar, shift: ShiftMap
+    ) -> pl.DataFrame:
+        """Add ``shown_known_at``: the clock's rule on the shifted fields, where it enters at the image of the
+        row's real entry session; else (a real date on a closed day squeezed out of the shifted calendar) the
+        shifted instant of the real ``known_at``, which always does."""
+        rule = with_entry(shifted, clock, calendar).select(
+            "row_key", pl.col("known_at").alias("shown_known_at"), pl.col("entry_date").alias("shown_entry")
+        )
+        table = pl.DataFrame(
+            {"entry_date": [r for r, _ in shift.pairs], "image_entry": [s for _, s in shift.pairs]},
+            schema={"entry_date": pl.Date, "image_entry": pl.Date},
+        )
+        out = ordered.join(rule, on="row_key", how="left", maintain_order="left").join(
+            table, on="entry_date", how="left", maintain_order="left"
+        )
+        off = out.with_row_index("_i").filter(pl.col("image_entry").is_null() | (pl.col("image_entry") != pl.col("shown_entry")))
+        if off.height:
+            shown: list[dt.datetime] = out.get_column("shown_known_at").to_list()
+            for i, known in zip(off.get_column("_i").to_list(), off.get_column("known_at").to_list(), strict=True):
+                shown[i] = shift.instant(known)
+            out = out.with_columns(pl.Series("shown_known_at", shown, dtype=pl.Datetime("us", "UTC")))
+        return out.drop("shown_entry", "image_entry")
 
     def visible_count(self, session_index: int) -> int:
         """How many rows are visible at the session with this calendar index (a prefix of the order)."""
@@ -81,10 +123,13 @@ class CellView:
                 out[key] = v.isoformat()
             else:
                 out[key] = v
-        known = cast("dt.datetime", raw["known_at"])
         entry: Session = self.calendar.all[cast("int", raw["entry_index"])]
-        out["known_at"] = format_instant(shift_instant(known) if self._shifted else known)
-        out["entry_session"] = (shift_date(entry.date) if self._shifted else entry.date).isoformat()
+        if self.shift is not None:
+            out["known_at"] = format_instant(cast("dt.datetime", raw["shown_known_at"]))
+            out["entry_session"] = self.shift.session_date(entry.date).isoformat()
+        else:
+            out["known_at"] = format_instant(cast("dt.datetime", raw["known_at"]))
+            out["entry_session"] = entry.date.isoformat()
         self._rendered[i] = out
         return dict(out)
 
@@ -129,11 +174,14 @@ class Toolbox:
         self._record = record
         self._served = served
         self._models = models
-        shifted = view.arm == "shifted"
         self.arm = view.arm
         self.clock = str(view.clock)
-        self.session_date = (shift_date(self._session.date) if shifted else self._session.date).isoformat()
-        self.known_at = format_instant(shift_instant(self._session.open) if shifted else self._session.open)
+        if view.shift is not None:
+            self.session_date = view.shift.session_date(self._session.date).isoformat()
+            self.known_at = format_instant(view.shift.instant(self._session.open))
+        else:
+            self.session_date = self._session.date.isoformat()
+            self.known_at = format_instant(self._session.open)
 
     # -- envelope --------------------------------------------------------------------------------------------
 
@@ -188,9 +236,9 @@ class Toolbox:
     def pit_read(self, row_key: str) -> dict[str, Any]:
         args: dict[str, Any] = {"row_key": row_key}
         i = self._view.position.get(row_key) if isinstance(row_key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
-        if i is None:
-            return self._finish("pit_read", args, self._envelope(status="unknown_row_key", row_key=row_key))
-        if self._view.entry_index[i] > self._index:
+        if i is None or self._view.entry_index[i] > self._index:
+            # One answer for a row that does not exist and a row not yet knowable: telling them apart would
+            # tell the agent that a future filing exists.
             return self._finish("pit_read", args, self._envelope(status="not_yet_knowable", row_key=row_key))
         row = self._view.render(i)
         return self._finish("pit_read", args, self._envelope(status="ok", row=row), [row_key])
@@ -215,13 +263,6 @@ class Toolbox:
         if self._models is None:
             raise RuntimeError("no model gateway is attached to this toolbox")
         return self._models(model_id, request)
-
-    def is_knowable(self, row_key: str) -> str:
-        """'ok', 'unknown' or 'not_yet_knowable' for a pick (not recorded as a tool call)."""
-        i = self._view.position.get(row_key)
-        if i is None:
-            return "unknown"
-        return "ok" if self._view.entry_index[i] <= self._index else "not_yet_knowable"
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Dispatch a tool call by name (what tool-calling adapters use)."""

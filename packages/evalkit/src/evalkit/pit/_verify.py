@@ -1,102 +1,562 @@
-"""Offline re-check of a PIT receipt: every hash it binds, recomputed from files the reader holds."""
+"""Offline re-check of a PIT receipt: the signature, the schema, every hash it binds, and a replay.
+
+The replay recomputes the body from the trajectory, the release, the calendar (from pandas-market-calendars, never
+a cache) and the prices, with the same code the runner used (:mod:`evalkit.pit._score`), re-serves every tool
+call (:mod:`evalkit.pit._replay`), and reports each field where the receipt and the replay disagree as a
+``MISMATCH`` line naming it. What it cannot check (a file not given, the agent's own code) is listed as
+``not checked``, never passed over in silence.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import attrs
 
+from evalkit.pit._bindings import environment, harness_block
 from evalkit.pit._config import load_config
 from evalkit_core import (
     ConfigError,
+    EvalkitError,
     ReceiptError,
     ReleaseError,
+    canonical_bytes,
     check_receipt,
     check_release,
+    check_signature,
     digest,
     file_digest,
+    local_public_key,
+    parse_trusted_key,
     read_receipt,
 )
 
-__all__ = ["Check", "verify_pit_receipt"]
+__all__ = ["Check", "receipt_schema", "verify_pit_receipt"]
+
+Status = Literal["ok", "MISMATCH", "not checked", "note"]
+_MAX_DIFFS = 25
+
+# Fields whose recomputation needs the price file: taken from the receipt (and listed) when it is not given.
+_PRICE_FIELDS = (
+    re.compile(r"^cells\[[^]]+\]\.(total_return|scored_trades|unpriced_trades)$"),
+    re.compile(r"^contamination\."),
+    re.compile(r"^prices(\.|$)"),
+    re.compile(r"^protocol\.P4_costs_and_frictions\.price_source(\.|$)"),
+)
+# Reported by their own binding checks, not again by the body comparison.
+_BOUND_ELSEWHERE = (
+    re.compile(r"^binding(\.|$)"),
+    re.compile(r"^trajectory\.sha256$"),
+    re.compile(r"^prices\.sha256$"),
+    re.compile(r"^protocol\.P4_costs_and_frictions\.price_source\.sha256$"),
+)
+
+
+def _status_of(check: Check) -> Status:
+    return "ok" if check.ok else "MISMATCH"
 
 
 @attrs.frozen
 class Check:
+    """One line of a verification. ``ok`` means nothing disagrees; ``status`` is ``ok``, ``MISMATCH``,
+    ``not checked`` (could not be checked: ``detail`` says what to pass) or ``note`` (informational)."""
+
     name: str
     ok: bool
     detail: str = ""
+    status: Status = attrs.field(default=attrs.Factory(_status_of, takes_self=True))
+
+
+def _mismatch(name: str, detail: str) -> Check:
+    return Check(name, ok=False, detail=detail)
+
+
+def _not_checked(name: str, detail: str) -> Check:
+    return Check(name, ok=True, detail=detail, status="not checked")
+
+
+def receipt_schema() -> dict[str, Any]:
+    """The published JSON Schema of the PIT receipt body (``evalkit/schemas/pit-receipt-body.schema.json``)."""
+    from importlib import resources
+
+    text = (
+        resources.files("evalkit")
+        .joinpath("schemas", "pit-receipt-body.schema.json")
+        .read_text(encoding="utf-8")
+    )
+    return cast("dict[str, Any]", json.loads(text))
+
+
+def _schema_check(body: Mapping[str, Any]) -> Check:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(receipt_schema())
+    errors = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return Check("schema", ok=True)
+    shown = "; ".join(
+        f"at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message[:160]}" for e in errors[:3]
+    )
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return _mismatch("schema", shown + more)
+
+
+def _trusted(key: str | None, home: str | Path | None) -> tuple[set[str], str]:
+    if key is not None:
+        kid = parse_trusted_key(key)
+        return {kid}, f"the key given with --key ({kid})"
+    local = local_public_key(home)
+    if local is None:
+        return set(), "no key: there is no local key in $EVALKIT_HOME and no --key"
+    return {local.key_id}, "the local key"
 
 
 def verify_pit_receipt(
     receipt_path: str | Path,
     *,
-    trajectory: str | Path,
     bundle: str | Path,
+    trajectory: str | Path | None = None,
     config: str | Path | None = None,
     prices: str | Path | None = None,
+    key: str | None = None,
+    home: str | Path | None = None,
 ) -> list[Check]:
-    """Recompute the body hash, the trajectory hash, the release content digest (from every file it binds)
-    and, when given, the config digest and the price file's sha256. One :class:`Check` each."""
+    """Check a PIT receipt offline; one :class:`Check` per line of the report, in order.
+
+    ``trajectory`` defaults to the path the receipt records. ``config`` (a RunConfig file) is compared with the
+    config the receipt records, which the replay uses either way. ``prices`` is needed to recompute returns.
+    ``key`` (a PEM public key file or an ``ed25519:`` key id) is the signer to require; by default the local
+    key in ``$EVALKIT_HOME`` (or ``home``) is the one trusted.
+    """
     checks: list[Check] = []
     try:
         receipt = read_receipt(receipt_path)
     except ReceiptError as exc:
         if not Path(receipt_path).is_file():
             raise
-        # A damaged receipt binds nothing we can trust: every check below fails against an empty binding.
+        # A damaged receipt binds nothing we can trust: every check fails against an empty binding.
+        checks.append(_mismatch("signature", "the receipt cannot be read"))
+        checks.append(_mismatch("body_sha256", str(exc)))
         receipt = None
-        checks.append(Check("body_sha256", ok=False, detail=str(exc)))
-    body: dict[str, Any] = receipt["body"] if receipt is not None else {}
-    binding: dict[str, Any] = body.get("binding", {})
+    body: dict[str, Any] = cast("dict[str, Any]", receipt["body"]) if receipt is not None else {}
+    binding = cast("dict[str, Any]", body.get("binding") if isinstance(body.get("binding"), dict) else {})
     if receipt is not None:
+        trusted, trust_note = _trusted(key, home)
+        sig = check_signature(receipt, trusted)
+        checks.append(Check("signature", sig.ok, f"{sig.key_id}, {trust_note}" if sig.ok else sig.detail))
+        checks.append(_schema_check(body))
         ok = check_receipt(receipt)
-        checks.append(Check("body_sha256", ok, "" if ok else f"body hashes to {digest(body)}, receipt says {receipt['body_sha256']}"))
+        checks.append(
+            Check(
+                "body_sha256",
+                ok,
+                "" if ok else f"body hashes to {digest(body)}, receipt says {receipt['body_sha256']}",
+            )
+        )
 
-    traj = Path(trajectory)
-    if traj.is_file():
+    traj = Path(trajectory) if trajectory is not None else Path(str(_get(body, "trajectory", "path") or ""))
+    traj_ok = traj.is_file()
+    if traj_ok:
         got = file_digest(traj)
         want = binding.get("trajectory_sha256")
-        checks.append(Check("trajectory_sha256", got == want, "" if got == want else f"{traj} has {got}, receipt binds {want}"))
+        checks.append(
+            Check(
+                "trajectory_sha256",
+                got == want,
+                "" if got == want else f"{traj} has {got}, receipt binds {want}",
+            )
+        )
     else:
-        checks.append(Check("trajectory_sha256", ok=False, detail=f"{traj}: not found"))
+        checks.append(_mismatch("trajectory_sha256", f"{traj}: not found"))
 
+    bundle_path = Path(bundle)
     try:
-        problems = check_release(bundle)
+        problems = check_release(bundle_path)
     except ReleaseError as exc:  # e.g. release.json no longer parses: a mismatch, not a usage error
-        if not Path(bundle).is_dir():
+        if not bundle_path.is_dir():
             raise
         problems = [str(exc)]
-    manifest_digest = _manifest_digest(Path(bundle))
+    manifest_digest = _manifest_digest(bundle_path)
     want = binding.get("bundle_content_digest")
     if manifest_digest != want:
-        problems.insert(0, f"{bundle} has content digest {manifest_digest}, receipt binds {want}")
+        problems.insert(0, f"{bundle_path} has content digest {manifest_digest}, receipt binds {want}")
     checks.append(Check("bundle_content_digest", not problems, "; ".join(problems)))
 
-    if config is not None:
-        want = binding.get("config_sha256")
-        try:
-            got = load_config(config).digest()
-        except ConfigError as exc:  # a config that no longer loads does not match what was run
-            if not Path(config).is_file():
-                raise
-            checks.append(Check("config_sha256", ok=False, detail=str(exc)))
-            got = None
-        if got is not None:
-            checks.append(Check("config_sha256", got == want, "" if got == want else f"{config} digests to {got}, receipt binds {want}"))
-    if prices is not None:
-        p = Path(prices)
-        got = file_digest(p) if p.is_file() else None
-        want = binding.get("prices_sha256")
-        checks.append(Check("prices_sha256", got == want, "" if got == want else f"{p} has {got}, receipt binds {want}"))
+    checks.extend(_config_checks(body, binding, config))
+    checks.extend(_prices_checks(binding, prices))
+    checks.append(_calendar_check(body, binding))
+    checks.extend(_environment_notes(body, binding))
+
+    if receipt is None:
+        return checks
+    if problems or not traj_ok:
+        why = "the release does not match its digests" if problems else f"{traj} not found"
+        checks.append(_not_checked("replay", why))
+    else:
+        checks.extend(_replay(body, traj, bundle_path, Path(prices) if prices is not None else None))
+    agent = _get(body, "agent", "code")
+    if isinstance(agent, dict) and cast("dict[str, Any]", agent).get("kind") == "module":
+        code = cast("dict[str, Any]", agent)
+        checks.append(
+            _not_checked(
+                "agent code",
+                f"module {code.get('module')} {code.get('sha256')}: a replay re-serves the recorded calls, it does not run the agent",
+            )
+        )
     return checks
 
 
-def _manifest_digest(root: Path) -> str | None:
-    import json
+def _get(body: Mapping[str, Any], *path: str) -> Any:
+    value: Any = body
+    for p in path:
+        if not isinstance(value, dict):
+            return None
+        value = cast("dict[str, Any]", value).get(p)
+    return value
 
+
+def _config_checks(
+    body: Mapping[str, Any], binding: Mapping[str, Any], config: str | Path | None
+) -> list[Check]:
+    want = binding.get("config_sha256")
+    recorded = body.get("config")
+    got = digest(cast("dict[str, Any]", recorded)) if isinstance(recorded, dict) else None
+    out = [
+        Check(
+            "config_sha256",
+            got == want,
+            "the recorded config"
+            if got == want
+            else f"the recorded config digests to {got}, receipt binds {want}",
+        )
+    ]
+    if config is not None:
+        try:
+            file_sha = load_config(config).digest()
+        except ConfigError as exc:  # a config that no longer loads does not match what was run
+            if not Path(config).is_file():
+                raise
+            return [*out, _mismatch("config_file", str(exc))]
+        ok = file_sha == want
+        out.append(
+            Check("config_file", ok, "" if ok else f"{config} digests to {file_sha}, receipt binds {want}")
+        )
+    return out
+
+
+def _prices_checks(binding: Mapping[str, Any], prices: str | Path | None) -> list[Check]:
+    want = binding.get("prices_sha256")
+    if prices is None:
+        if want is None:
+            return []
+        return [_not_checked("prices", "pass --prices FILE; returns are not recomputed without it")]
+    p = Path(prices)
+    got = file_digest(p) if p.is_file() else None
+    if want is None:
+        return [_mismatch("prices_sha256", f"the receipt binds no prices, but {p} was given")]
+    return [
+        Check("prices_sha256", got == want, "" if got == want else f"{p} has {got}, receipt binds {want}")
+    ]
+
+
+def _calendar_check(body: Mapping[str, Any], binding: Mapping[str, Any]) -> Check:
+    from evalkit_core import nyse
+
+    got = nyse(use_cache=False).digest
+    want = binding.get("calendar_sha256")
+    if got == want:
+        return Check("calendar_sha256", ok=True, detail="computed by pandas-market-calendars")
+    lib = "pandas-market-calendars"
+    then = _get(body, "environment", "libraries", lib)
+    now = environment()["libraries"].get(lib)
+    versions = "" if then == now else f"; the run had {lib} {then}, this check {now}"
+    return _mismatch(
+        "calendar_sha256", f"pandas-market-calendars gives {got}, receipt binds {want}{versions}"
+    )
+
+
+def _environment_notes(body: Mapping[str, Any], binding: Mapping[str, Any]) -> list[Check]:
+    notes: list[Check] = []
+    here = harness_block()["source_sha256"]
+    then = binding.get("harness_source_sha256")
+    if then == here:
+        notes.append(
+            Check("harness_source_sha256", ok=True, detail="the harness checking it is the one that ran")
+        )
+    else:
+        notes.append(
+            Check(
+                "harness_source_sha256",
+                ok=True,
+                status="note",
+                detail=f"the run's harness source is {then}, this evalkit's {here}: the replay runs this evalkit's code",
+            )
+        )
+    env = body.get("environment")
+    now = environment()
+    if isinstance(env, dict) and not _same(cast("dict[str, Any]", env), now):
+        recorded = cast("dict[str, Any]", env)
+        diffs = (
+            [f"python {recorded.get('python')} -> {now['python']}"]
+            if recorded.get("python") != now["python"]
+            else []
+        )
+        libs = cast("dict[str, Any]", recorded.get("libraries") or {})
+        diffs += [f"{k} {libs.get(k)} -> {v}" for k, v in now["libraries"].items() if libs.get(k) != v]
+        notes.append(Check("environment", ok=True, status="note", detail="; ".join(diffs) or "differs"))
+    return notes
+
+
+def _same(a: object, b: object) -> bool:
+    return canonical_bytes(a) == canonical_bytes(b)
+
+
+def _manifest_digest(root: Path) -> str | None:
     try:
         return json.loads((root / "release.json").read_text()).get("content_digest")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return None
+
+
+# --- the replay ----------------------------------------------------------------------------------------------
+
+
+class _EventReader:
+    """The events of a trajectory file, one line at a time, noting what is wrong with the lines (not JSON, not
+    canonical, seq gaps) in ``problems``. Reading stops at a line that is not a JSON object."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problems: list[str] = []
+        self.lines = 0
+        self.first: dict[str, Any] | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        seq_reported = False
+        with self.path.open("rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                self.lines = n
+                if not raw.endswith(b"\n"):
+                    self.problems.append(f"line {n}: the file does not end with a newline")
+                line = raw.rstrip(b"\n")
+                try:
+                    event = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    self.problems.append(f"line {n}: not JSON")
+                    return
+                if not isinstance(event, dict):
+                    self.problems.append(f"line {n}: not a JSON object")
+                    return
+                ev = cast("dict[str, Any]", event)
+                if canonical_bytes(ev) != line:
+                    self.problems.append(
+                        f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)"
+                    )
+                if ev.get("seq") != n - 1 and not seq_reported:
+                    seq_reported = True
+                    self.problems.append(
+                        f"line {n}: seq is {ev.get('seq')!r}, expected {n - 1} (a line was dropped, added or moved)"
+                    )
+                if self.first is None:
+                    self.first = ev
+                yield ev
+
+
+@attrs.frozen
+class Replay:
+    """What a replay recomputed: the body (None when it could not run), what is wrong with the trajectory,
+    how much was re-served, and whether returns were recomputed (a price file was given)."""
+
+    body: dict[str, Any] | None
+    problems: list[str]
+    counts: dict[str, int]
+    cells: int
+    events: int
+    error: str | None = None
+    priced: bool = False
+
+
+def replay_body(
+    body: Mapping[str, Any], trajectory: str | Path, bundle: str | Path, prices: str | Path | None = None
+) -> Replay:
+    """Recompute a receipt body from the trajectory, the release (read from its JSONL, never the cache), the
+    calendar (from the library), the prices and the config the receipt records, with the runner's own scoring
+    and body code. Fields the run measured and a replay cannot (network scope, harness, environment, the agent's
+    spec and code, the trajectory's path) are copied from ``body``."""
+    from evalkit.pit._config import RunConfig
+    from evalkit.pit._prices import load_prices
+    from evalkit.pit._replay import replay_trajectory
+    from evalkit.pit._runner import _check_window, answers_by_key, opens_for, run_id_for  # pyright: ignore[reportPrivateUsage]
+    from evalkit.pit._score import BodyInputs, ScoreInputs, Scorer, assemble_body
+    from evalkit_core import Release, nyse
+
+    traj = Path(trajectory)
+    try:
+        recorded = cast("dict[str, Any]", body["config"])
+        config = RunConfig.from_json({**recorded, "bundle_path": str(bundle)}, source="the receipt's config")
+        release = Release.load(bundle, use_cache=False)
+        start, end = _check_window(config, release)
+        release = release.select(forms=list(config.forms) or None, start=start, end=end)
+        calendar = nyse(use_cache=False)
+        sessions = calendar.between(start, end)
+        statement = body.get("prices")
+        loaded = None
+        if prices is not None and isinstance(statement, dict):
+            stmt = cast("dict[str, Any]", statement)
+            loaded = load_prices(
+                prices, source=str(stmt.get("source") or ""), pulled_at=stmt.get("pulled_at")
+            )
+    except (KeyError, TypeError, AttributeError, EvalkitError) as exc:
+        return Replay(None, [], {}, 0, 0, error=f"cannot replay: {exc}")
+
+    answers = answers_by_key(release)
+    session_indices = tuple(calendar.index_of(s.date) for s in sessions)
+    scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers)))
+    reader = _EventReader(traj)
+    score_error: list[str] = []
+
+    def scored() -> Iterator[dict[str, Any]]:
+        # One pass over the file feeds the walk and the scorer alike.
+        for event in reader:
+            if not score_error:
+                try:
+                    scorer.feed(event)
+                except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
+                    score_error.append(f"the events cannot be scored ({type(exc).__name__}: {exc})")
+            yield event
+
+    stream = scored()
+    walk_problems, counts = replay_trajectory(stream, config, release, calendar, (start, end))
+    for _ in stream:  # the walk may stop early: the scorer still sees every event
+        pass
+    problems = reader.problems + walk_problems
+    score = None
+    if not score_error:
+        try:
+            score = scorer.result()
+        except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
+            score_error.append(f"the events cannot be scored ({type(exc).__name__}: {exc})")
+    if score is None:
+        return Replay(None, problems, counts, 0, reader.lines, error=score_error[0])
+    first = reader.first or {}
+    agent = dict(cast("dict[str, Any]", body.get("agent") or {}))
+    # The name the trajectory recorded; the spec and code are the receipt's.
+    agent["name"] = first.get("agent")
+    inputs = BodyInputs(
+        run_id=run_id_for(config.digest(), release.content_digest),
+        config=config,
+        config_sha256=config.digest(),
+        release=release,
+        sessions=sessions,
+        prices=loaded.statement() if loaded is not None else None,
+        trajectory_path=str(_get(body, "trajectory", "path")),
+        trajectory_events=_count_lines(traj),
+        trajectory_sha256=file_digest(traj),
+        calendar_sha256=calendar.digest,
+        network_scope=str(_get(body, "network", "scope")),
+        harness=cast("dict[str, Any]", body.get("harness") or {"source_sha256": None}),
+        agent=agent,
+        environment=cast("dict[str, Any]", body.get("environment") or {}),
+    )
+    replayed = assemble_body(inputs, score)
+    return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None)
+
+
+def _replay(body: Mapping[str, Any], traj: Path, bundle: Path, prices_path: Path | None) -> list[Check]:
+    result = replay_body(body, traj, bundle, prices_path)
+    checks = [_mismatch("trajectory", p) for p in result.problems]
+    if result.body is None:
+        return [*checks, _mismatch("replay", result.error or "cannot replay")]
+    skip = list(_BOUND_ELSEWHERE) + ([] if result.priced else list(_PRICE_FIELDS))
+    diffs = [d for d in _diff(body, result.body) if not any(p.search(d[0]) for p in skip)]
+    for path, theirs, ours in diffs[:_MAX_DIFFS]:
+        checks.append(_mismatch(path, f"receipt {theirs}, replay {ours}"))
+    if len(diffs) > _MAX_DIFFS:
+        checks.append(_mismatch("replay", f"{len(diffs) - _MAX_DIFFS} more fields disagree"))
+    if not checks:
+        c = result.counts
+        what = (
+            f"{result.cells} cells, {result.events} events, {c['tool_calls']} tool answers re-served, "
+            f"{c['picks']} picks, {c['probe_items']} probe items"
+        )
+        if not result.priced and body.get("prices") is not None:
+            what += "; returns not recomputed"
+        checks.append(Check("replay", ok=True, detail=what))
+    return checks
+
+
+def _count_lines(traj: Path) -> int:
+    with traj.open("rb") as fh:
+        return sum(1 for _ in fh)
+
+
+def _show(value: object) -> str:
+    if value is _ABSENT:
+        return "absent"
+    text = canonical_bytes(value).decode("utf-8", "replace")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_ABSENT = object()
+
+
+def _cell_label(cell: object, index: int) -> str:
+    if isinstance(cell, dict):
+        c = cast("dict[str, Any]", cell)
+        return f"{c.get('arm')}/{c.get('clock')}"
+    return str(index)
+
+
+def _diff(theirs: Any, ours: Any, path: str = "") -> list[tuple[str, str, str]]:
+    """Every leaf where two JSON values differ, as (path, receipt value, replay value)."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        a, b = cast("dict[str, Any]", theirs), cast("dict[str, Any]", ours)
+        out: list[tuple[str, str, str]] = []
+        for k in sorted(set(a) | set(b)):
+            sub = f"{path}.{k}" if path else k
+            if k not in a or k not in b:
+                out.append((sub, _show(a.get(k, _ABSENT)), _show(b.get(k, _ABSENT))))
+            else:
+                out += _diff(a[k], b[k], sub)
+        return out
+    if isinstance(theirs, list) and isinstance(ours, list):
+        a_list, b_list = cast("list[object]", theirs), cast("list[object]", ours)
+        if path == "cells":
+            return _diff_cells(a_list, b_list)
+        lengths = (
+            [(f"{path}.length", str(len(a_list)), str(len(b_list)))] if len(a_list) != len(b_list) else []
+        )
+        return lengths + _diff_pairs(a_list, b_list, path)
+    return [] if _same_leaf(theirs, ours) else [(path, _show_leaf(theirs), _show_leaf(ours))]
+
+
+def _same_leaf(a: Any, b: Any) -> bool:
+    return _same(a, b)
+
+
+def _show_leaf(value: Any) -> str:
+    return _show(value)
+
+
+def _diff_pairs(a: Sequence[object], b: Sequence[object], path: str) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        out += _diff(x, y, f"{path}[{i}]")
+    return out
+
+
+def _diff_cells(a: Sequence[object], b: Sequence[object]) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    labels_a = [_cell_label(c, i) for i, c in enumerate(a)]
+    labels_b = [_cell_label(c, i) for i, c in enumerate(b)]
+    if labels_a != labels_b:
+        out.append(("cells.order", ",".join(labels_a), ",".join(labels_b)))
+    by_label = dict(zip(labels_b, b, strict=False))
+    for label, cell in zip(labels_a, a, strict=False):
+        if label in by_label:
+            out += _diff(cell, by_label[label], f"cells[{label}]")
+    return out

@@ -1,0 +1,314 @@
+"""Replaying a trajectory against the release: the harness's side of every event, done again.
+
+The agent is not run again: its recorded actions are. For each cell and session the replay builds the same
+:class:`CellView` and :class:`Toolbox` the runner built, checks that the recorded prompt is the one the harness
+gives, re-serves every recorded tool call (same tool, same arguments) and compares the whole answer, checks every
+accepted and rejected pick against what was knowable at that bell, checks the probe's items and prompts, and
+checks that the events come in the order the runner writes them (no line dropped, added, reordered or moved to
+another cell). Problems are returned as ``line N: ...`` strings; a structural one ends the walk.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
+
+import attrs
+
+from evalkit.pit._config import RunConfig
+from evalkit.pit._probe import choose_items, probe_prompt
+from evalkit.pit._runner import (
+    cell_start_event,
+    entry_table,
+    probe_clock,
+    run_id_for,
+    run_start_event,
+    session_prompt,
+)
+from evalkit.pit._toolbox import CellView, Toolbox
+from evalkit_core import ARMS, Calendar, Clock, Release, canonical_bytes
+
+__all__ = ["EVENT_TYPES", "replay_trajectory"]
+
+EVENT_TYPES = frozenset(
+    {
+        "run_start",
+        "cell_start",
+        "agent_call",
+        "tool_call",
+        "model_request",
+        "model_call",
+        "egress_attempt",
+        "agent_error",
+        "decision",
+        "probe_item",
+        "run_end",
+    }
+)
+_IN_CALL = frozenset({"tool_call", "model_request", "model_call", "egress_attempt"})
+_MAX_PROBLEMS = 20
+
+
+class _Misaligned(Exception):  # noqa: N818 - internal control flow: the walk cannot go on
+    pass
+
+
+def _same(a: object, b: object) -> bool:
+    return canonical_bytes(a) == canonical_bytes(b)
+
+
+def _short(value: object, limit: int = 100) -> str:
+    text = canonical_bytes(value).decode("utf-8", "replace")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@attrs.define
+class _Walk:
+    events: Iterator[Mapping[str, Any]]
+    config: RunConfig
+    calendar: Calendar
+    problems: list[str] = attrs.Factory(list[str])
+    pos: int = 0
+    served: dict[str, None] = attrs.Factory(dict[str, None])
+    stopped: bool = False
+    counts: dict[str, int] = attrs.Factory(lambda: {"tool_calls": 0, "picks": 0, "probe_items": 0})
+    known: frozenset[str] = frozenset()  # the answer key's row_keys: only those count as served
+    _next: Mapping[str, Any] | None = None
+    _ended: bool = False
+
+    def problem(self, text: str) -> None:
+        if len(self.problems) < _MAX_PROBLEMS:
+            self.problems.append(text)
+
+    def peek(self) -> Mapping[str, Any] | None:
+        """The next event without taking it (the walk streams: a trajectory is never held whole in memory)."""
+        if self._next is None and not self._ended:
+            self._next = next(self.events, None)
+            self._ended = self._next is None
+        return self._next
+
+    def advance(self) -> None:
+        self._next = None
+        self.pos += 1
+
+    def take(self, kind: str, expected: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+        event = self.peek()
+        if event is None:
+            raise _Misaligned(f"line {self.pos + 1}: the trajectory ends where a {kind} event was expected")
+        if event.get("type") != kind:
+            raise _Misaligned(
+                f"line {self.pos + 1}: a {event.get('type')} event where the harness writes {kind}"
+                + (f" ({_short(_where(expected))})" if expected else "")
+            )
+        if expected is not None:
+            for k, v in expected.items():
+                if k != "seq" and not _same(event.get(k), v):
+                    raise _Misaligned(
+                        f"line {self.pos + 1}: {kind}.{k} is {_short(event.get(k))}, the harness would write {_short(v)}"
+                    )
+        self.advance()
+        return event
+
+    def here(self) -> int:
+        return self.pos  # the 1-based line number of the event just taken
+
+
+def _where(event: Mapping[str, Any] | None) -> dict[str, Any]:
+    if event is None:
+        return {}
+    return {k: event[k] for k in ("arm", "clock", "session_date", "probe_item") if k in event}
+
+
+def replay_trajectory(
+    events: Iterable[Mapping[str, Any]],
+    config: RunConfig,
+    release: Release,
+    calendar: Calendar,
+    window: tuple[dt.date, dt.date],
+) -> tuple[list[str], dict[str, int]]:
+    """Walk ``events`` as the runner would have written them for ``config`` over ``release`` (already narrowed
+    to the run's forms and window). Returns (problems, counts of what was re-served)."""
+    walk = _Walk(
+        iter(events), config, calendar, known=frozenset(release.answer_key.get_column("row_key").to_list())
+    )
+    try:
+        _walk_run(walk, release, window)
+    except _Misaligned as exc:
+        walk.problem(str(exc))
+    return walk.problems, walk.counts
+
+
+def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date]) -> None:
+    cfg, calendar = walk.config, walk.calendar
+    sessions = calendar.between(*window)
+    indices = [calendar.index_of(s.date) for s in sessions]
+    first = walk.peek()
+    agent_name = str(first.get("agent")) if first is not None else ""
+    run_id = run_id_for(cfg.digest(), release.content_digest)
+    walk.take(
+        "run_start", run_start_event(run_id, cfg, release, agent_name, window[0], window[1], len(sessions))
+    )
+    main = release.arm("main")
+    pclock = probe_clock(cfg)
+    tables: dict[Clock, Mapping[str, int]] = {}
+    for arm in (a for a in ARMS if a in cfg.arms):
+        for clock_name in cfg.clocks:
+            if walk.stopped:
+                break
+            clock = Clock(clock_name)
+            view = CellView(arm, clock, release.arm(arm), main, calendar, release.shift)
+            entries = tables.setdefault(clock, entry_table(release, clock, calendar))
+            walk.take("cell_start", cell_start_event(view))
+            for s_idx in indices:
+                if walk.stopped:
+                    break
+                _walk_session(walk, view, s_idx, entries)
+    if not walk.stopped and "shifted" in cfg.arms and cfg.probe_items > 0:
+        view = CellView("shifted", pclock, release.arm("shifted"), main, calendar, release.shift)
+        items = choose_items(list(walk.served), cfg.probe_items)
+        for n, key in enumerate(items):
+            if walk.stopped:
+                break
+            _walk_probe_item(walk, view, indices[-1], n, key)
+    walk.take("run_end")
+    if walk.peek() is not None:
+        raise _Misaligned(f"line {walk.pos + 1}: a {walk.peek().get('type')} event after run_end")  # pyright: ignore[reportOptionalMemberAccess]
+
+
+def _recorder(sink: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> Any:
+    def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
+        sink.append((tool, args, result))
+
+    return record
+
+
+def _serve(walk: _Walk) -> Any:
+    def served(keys: Sequence[str]) -> None:
+        for k in keys:
+            if k in walk.known:
+                walk.served.setdefault(k, None)
+
+    return served
+
+
+def _walk_session(walk: _Walk, view: CellView, s_idx: int, entries: Mapping[str, int]) -> None:
+    sink: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    toolbox = Toolbox(view, s_idx, _recorder(sink), _serve(walk) if view.arm == "shifted" else None, None)
+    where = {"arm": view.arm, "clock": str(view.clock), "session_date": toolbox.session_date}
+    walk.take("agent_call", {**where, "prompt": session_prompt(toolbox, walk.config.hold_sessions)})
+    if _walk_call(walk, toolbox, sink, where):
+        return
+    decision = walk.take("decision", where)
+    _check_decision(walk, entries, s_idx, decision)
+
+
+def _walk_call(
+    walk: _Walk,
+    toolbox: Toolbox,
+    sink: list[tuple[str, dict[str, Any], dict[str, Any]]],
+    where: Mapping[str, Any],
+) -> bool:
+    """Consume the events of one agent call up to its outcome. True when the run stopped in this call."""
+    stop_after = False
+    while True:
+        event = walk.peek()
+        kind = event.get("type") if event is not None else None
+        if event is None or kind not in _IN_CALL | {"agent_error"}:
+            if stop_after:
+                walk.stopped = True
+                return True
+            return False
+        line = walk.pos + 1
+        if kind not in EVENT_TYPES:
+            raise _Misaligned(f"line {line}: unknown event type {kind!r}")
+        if not _same(_where(event), where) and kind != "egress_attempt":
+            raise _Misaligned(
+                f"line {line}: a {kind} at {_short(_where(event))} inside the call at {_short(where)}"
+            )
+        walk.advance()
+        if kind == "tool_call":
+            _replay_tool_call(walk, toolbox, sink, event, line)
+        elif kind == "egress_attempt" and walk.config.network_policy == "abort":
+            stop_after = True  # the runner ends the run when this call returns, with no decision
+        elif kind == "agent_error":
+            walk.stopped = True
+            return True
+
+
+def _replay_tool_call(
+    walk: _Walk,
+    toolbox: Toolbox,
+    sink: list[tuple[str, dict[str, Any], dict[str, Any]]],
+    event: Mapping[str, Any],
+    line: int,
+) -> None:
+    walk.counts["tool_calls"] += 1
+    tool, raw_args = event.get("tool"), event.get("args")
+    if not isinstance(tool, str) or not isinstance(raw_args, dict):
+        walk.problem(f"line {line}: tool_call without a tool name and an arguments object")
+        return
+    args = cast("dict[str, Any]", raw_args)
+    sink.clear()
+    toolbox.call(tool, args)
+    if len(sink) != 1:
+        walk.problem(f"line {line}: {tool} with {_short(args)} is not a call the toolbox answers")
+        return
+    got_tool, got_args, got_result = sink[0]
+    if got_tool != tool or not _same(got_args, args):
+        walk.problem(
+            f"line {line}: recorded as {tool}({_short(args)}), the toolbox records {got_tool}({_short(got_args)})"
+        )
+    if not _same(got_result, event.get("result")):
+        walk.problem(
+            f"line {line}: the answer to {tool}({_short(args, 60)}) is not what the release serves at this bell"
+        )
+
+
+def _status(entries: Mapping[str, int], key: str, s_idx: int) -> str:
+    entry = entries.get(key)
+    return "unknown" if entry is None else ("ok" if entry <= s_idx else "not_yet_knowable")
+
+
+def _check_decision(walk: _Walk, entries: Mapping[str, int], s_idx: int, decision: Mapping[str, Any]) -> None:
+    line = walk.here()
+    picks = decision.get("picks")
+    rejected = decision.get("rejected")
+    if not isinstance(picks, list) or not isinstance(rejected, list):
+        walk.problem(f"line {line}: decision without picks and rejected lists")
+        return
+    seen: set[str] = set()
+    for key in cast("list[object]", picks):
+        walk.counts["picks"] += 1
+        status = _status(entries, str(key), s_idx)
+        if status != "ok":
+            walk.problem(f"line {line}: pick {key} was accepted, but at this bell it is {status}")
+        elif str(key) in seen:
+            walk.problem(f"line {line}: pick {key} was accepted twice")
+        seen.add(str(key))
+    for item in cast("list[object]", rejected):
+        walk.counts["picks"] += 1
+        entry: Mapping[str, Any] = cast("Mapping[str, Any]", item) if isinstance(item, dict) else {}
+        key, reason = str(entry.get("row_key")), entry.get("reason")
+        status = _status(entries, key, s_idx)
+        want = "duplicate" if status == "ok" and key in seen else status
+        if reason != want:
+            walk.problem(
+                f"line {line}: pick {key} was rejected as {reason}, the harness rejects it as {want}"
+            )
+
+
+def _walk_probe_item(walk: _Walk, view: CellView, last: int, n: int, key: str) -> None:
+    sink: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    toolbox = Toolbox(view, last, _recorder(sink), None, None)
+    where = {
+        "arm": "shifted",
+        "clock": str(view.clock),
+        "session_date": toolbox.session_date,
+        "probe_item": n,
+    }
+    walk.take("agent_call", {**where, "prompt": probe_prompt(view.render(view.position[key]))})
+    if _walk_call(walk, toolbox, sink, where):
+        return
+    walk.take("probe_item", {"item": n, "row_key": key})
+    walk.counts["probe_items"] += 1

@@ -1,0 +1,459 @@
+"""Scoring as a pure function of the trajectory's events, the answer key, the calendar and the prices.
+
+The runner feeds every event it writes to a :class:`Scorer`; ``verify`` feeds the events it reads back from the
+trajectory file to another one over the release and prices it holds. Both then build the receipt body with
+:func:`assemble_body`, so the numbers in a receipt and the numbers a replay recomputes come from one piece of code
+and cannot drift apart.
+
+What the scorer reads from the events: ``cell_start`` (arm, clock, rows, fallback_rows), ``agent_call`` (one per
+session, in window order; ``probe_item`` marks the probe's), ``decision`` (accepted ``picks`` and ``rejected``
+reasons), ``tool_call`` (counts, rows served, the shifted arm's served keys), ``model_call`` (count, ``cost_usd``,
+``reported_model``), ``egress_attempt``, ``agent_error`` and ``probe_item`` (its ``answer``; the scores in the
+event are recomputed, not read). Everything else (trade entry sessions, look-ahead, returns, probe scores) comes
+from the calendar, the answer key and the prices.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, cast
+
+import attrs
+
+from evalkit.pit._config import RunConfig
+from evalkit.pit._probe import score_answer
+from evalkit_core import Calendar, Clock, Release, Session
+
+__all__ = [
+    "ENTRY_RULE",
+    "HARNESS_NAME",
+    "PROBE_ANSWER_CHARS",
+    "RECEIPT_KIND",
+    "RECEIPT_VERSION",
+    "REJECT_REASONS",
+    "STRIDE_RULE",
+    "BodyInputs",
+    "RunScore",
+    "ScoreInputs",
+    "Scorer",
+    "assemble_body",
+    "score_events",
+]
+
+RECEIPT_VERSION = "evalkit-pit-receipt/2"
+RECEIPT_KIND = "pit_run"
+HARNESS_NAME = "evalkit-pit"
+ENTRY_RULE = (
+    "long at the opening auction of the pick's session, exit at the open {hold} sessions later; "
+    "no costs, no shorts; tickers from the answer key"
+)
+STRIDE_RULE = (
+    "row_keys served in shifted-arm answers, first-served order, deduplicated; k=min(probe_items,n); "
+    "stride=n//k; items served[0], served[stride], ..."
+)
+REJECT_REASONS = ("unknown", "not_yet_knowable", "duplicate")
+PROBE_ANSWER_CHARS = (
+    2000  # how much of each probe answer the receipt body repeats (the trajectory has it whole)
+)
+
+
+@attrs.frozen
+class ScoreInputs:
+    """What scoring reads besides the events: the run's config, the calendar, the window's session indices,
+    the answer key by row_key and, when the run has prices, the opening prices by (ticker, date)."""
+
+    config: RunConfig
+    calendar: Calendar
+    session_indices: tuple[int, ...]
+    answers: Mapping[str, Mapping[str, Any]]
+    opens: Mapping[tuple[str, dt.date], float] | None
+
+
+@attrs.frozen
+class RunScore:
+    """Everything in a receipt body that is computed from the events."""
+
+    cells: list[dict[str, Any]]
+    probe: dict[str, Any]
+    egress: list[dict[str, Any]]
+    agent_errors: list[dict[str, Any]]
+    tool_calls: int
+    rows_served: int
+    model_calls: int
+    model_spend: Decimal
+    reported_models: tuple[str, ...]
+    fallback_rows: dict[str, int]
+    completed: bool
+
+    @property
+    def valid(self) -> bool:
+        return not self.egress and not self.agent_errors
+
+    @property
+    def invalidated_by(self) -> list[str]:
+        reasons: list[str] = []
+        if self.egress:
+            reasons.append("network_egress_attempt")
+        if self.agent_errors:
+            reasons.append("agent_error")
+        return reasons
+
+
+@attrs.define
+class _Cell:
+    arm: str
+    clock: str
+    rows: int
+    fallback_rows: int
+    agent_calls: int = 0
+    decisions: int = 0
+    trades: list[tuple[str, int]] = attrs.field(factory=list[tuple[str, int]])
+    rejected: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(REJECT_REASONS, 0))
+
+
+class Scorer:
+    """Consumes events in trajectory order (:meth:`feed`) and scores them (:meth:`result`)."""
+
+    def __init__(self, inputs: ScoreInputs) -> None:
+        self._in = inputs
+        self._cells: list[_Cell] = []
+        self._cell: _Cell | None = None
+        self._in_probe = False
+        self._stopped = False
+        self._stopped_in_cells = False
+        self._served: dict[str, None] = {}
+        self._items: list[dict[str, Any]] = []
+        self._egress: list[dict[str, Any]] = []
+        self._errors: list[dict[str, Any]] = []
+        self._tool_calls = 0
+        self._rows_served = 0
+        self._model_calls = 0
+        self._spend = Decimal(0)
+        self._models: set[str] = set()
+        self._fallback: dict[str, int] = {}
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "cell_start":
+            self._cell = _Cell(
+                str(event["arm"]), str(event["clock"]), int(event["rows"]), int(event["fallback_rows"])
+            )
+            self._cells.append(self._cell)
+            self._fallback[self._cell.clock] = self._cell.fallback_rows
+        elif kind == "agent_call":
+            if "probe_item" in event:
+                self._in_probe = True
+            elif self._cell is not None:
+                self._cell.agent_calls += 1
+        elif kind == "decision" and self._cell is not None and not self._in_probe:
+            cell = self._cell
+            if not 0 < cell.agent_calls <= len(self._in.session_indices):
+                cell.decisions = -1  # more calls than sessions (not a run the harness writes): never scored
+                return
+            index = self._in.session_indices[cell.agent_calls - 1]
+            cell.trades.extend((str(k), index) for k in cast("list[object]", event.get("picks") or []))
+            for r in cast("list[Mapping[str, Any]]", event.get("rejected") or []):
+                reason = str(r.get("reason"))
+                cell.rejected[reason] = cell.rejected.get(reason, 0) + 1
+            if cell.decisions >= 0:
+                cell.decisions += 1
+        elif kind == "tool_call":
+            self._tool_calls += 1
+            if "probe_item" not in event:
+                self._tool_call_in_cell(event)
+        elif kind == "model_call":
+            self._model_calls += 1
+            self._spend += Decimal(str(event.get("cost_usd", "0")))
+            self._models.add(str(event.get("reported_model")))
+        elif kind == "egress_attempt":
+            self._egress.append(dict(event))
+            if self._in.config.network_policy == "abort":
+                self._stop()
+        elif kind == "agent_error":
+            self._errors.append({k: v for k, v in event.items() if k not in {"type", "seq"}})
+            self._stop()
+        elif kind == "probe_item":
+            self._items.append(dict(event))
+
+    def _stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._stopped_in_cells = not self._in_probe
+
+    def _tool_call_in_cell(self, event: Mapping[str, Any]) -> None:
+        result = cast("Mapping[str, Any]", event.get("result") or {})
+        listed = result.get("rows")  # pit_coverage's "rows" is a count, not a list of rows
+        rows = cast("list[Mapping[str, Any]]", listed) if isinstance(listed, list) else []
+        row = result.get("row")
+        self._rows_served += len(rows) + (1 if row is not None else 0)
+        if event.get("arm") == "shifted":
+            keys = [r.get("row_key") for r in rows]
+            if isinstance(row, dict):
+                keys.append(cast("Mapping[str, Any]", row).get("row_key"))
+            # A toolbox the agent tampered with may report keys that do not exist: only real rows count.
+            for k in keys:
+                if k in self._in.answers:
+                    self._served.setdefault(str(k), None)
+
+    # -- results ---------------------------------------------------------------------------------------------
+
+    def result(self) -> RunScore:
+        n_sessions = len(self._in.session_indices)
+        cells = [self._score_cell(c) for c in self._cells if c.decisions == n_sessions]
+        return RunScore(
+            cells=cells,
+            probe=self._probe(),
+            egress=[
+                {k: e[k] for k in ("kind", "target", "call_site", "arm", "clock", "session_date") if k in e}
+                for e in self._egress
+            ],
+            agent_errors=list(self._errors),
+            tool_calls=self._tool_calls,
+            rows_served=self._rows_served,
+            model_calls=self._model_calls,
+            model_spend=self._spend,
+            reported_models=tuple(sorted(self._models)),
+            fallback_rows=dict(self._fallback),
+            completed=not self._stopped,
+        )
+
+    def _score_cell(self, cell: _Cell) -> dict[str, Any]:
+        cfg, calendar, opens = self._in.config, self._in.calendar, self._in.opens
+        returns: list[float] = []
+        unpriced = 0
+        lookahead = lookahead_known = 0
+        by_form: dict[str, int] = {}
+        for row_key, entry_index in cell.trades:
+            truth = self._in.answers[row_key]
+            form = str(truth["form"])
+            by_form[form] = by_form.get(form, 0) + 1
+            entry = calendar.all[entry_index]
+            accepted: dt.datetime | None = truth.get("acceptance_at")
+            if accepted is not None:
+                lookahead_known += 1
+                if entry.open < accepted:
+                    lookahead += 1
+            if opens is None:
+                continue
+            exit_index = entry_index + cfg.hold_sessions
+            ticker = truth.get("ticker")
+            if not ticker or exit_index >= len(calendar):
+                unpriced += 1
+                continue
+            p_in = opens.get((ticker, entry.date))
+            p_out = opens.get((ticker, calendar.all[exit_index].date))
+            if p_in is None or p_out is None:
+                unpriced += 1
+                continue
+            returns.append(p_out / p_in - 1.0)
+        return {
+            "arm": cell.arm,
+            "clock": cell.clock,
+            "reachable": Clock(cell.clock).reachable,
+            "sessions": len(self._in.session_indices),
+            "agent_calls": cell.agent_calls,
+            "trades": len(cell.trades),
+            "scored_trades": len(returns),
+            "unpriced_trades": unpriced if opens is not None else len(cell.trades),
+            "total_return": round(statistics.fmean(returns), 6) if returns else None,
+            "lookahead_trades": lookahead,
+            "lookahead_checked": lookahead_known,
+            "rejected_picks": dict(cell.rejected),
+            "trades_by_form": dict(sorted(by_form.items())),
+            "rows_in_cell": cell.rows,
+            "pit_fallback_rows": cell.fallback_rows if cell.clock == "pit" else 0,
+        }
+
+    def _probe(self) -> dict[str, Any]:
+        cfg = self._in.config
+        if self._stopped_in_cells:
+            return {
+                "verdict": "not_run",
+                "reason": "the run stopped before the probe",
+                "items": [],
+                "stride_rule": STRIDE_RULE,
+            }
+        if "shifted" not in cfg.arms or cfg.probe_items == 0:
+            reason = "shifted arm not in this run" if "shifted" not in cfg.arms else "probe_items is 0"
+            return {"verdict": "not_run", "reason": reason, "items": [], "stride_rule": STRIDE_RULE}
+        scored: list[dict[str, Any]] = []
+        for n, event in enumerate(self._items):
+            key = str(event.get("row_key"))
+            answer = str(event.get("answer") or "")
+            score = score_answer(answer, self._in.answers[key])
+            scored.append({"item": n, "row_key": key, "answer": answer[:PROBE_ANSWER_CHARS], **score})
+        leaks = any(i["date_recovered"] or i["issuer_recovered"] for i in scored)
+        probe: dict[str, Any] = {
+            "verdict": "mask_leaks" if leaks else ("mask_holds" if scored else "not_run"),
+            "stride_rule": STRIDE_RULE,
+            "rows_served_in_shifted_arm": len(self._served),
+            "items_asked": len(scored),
+            "date_recovered": sum(i["date_recovered"] for i in scored),
+            "year_only": sum(i["year_only"] for i in scored),
+            "issuer_recovered": sum(i["issuer_recovered"] for i in scored),
+            "items": scored,
+        }
+        if not scored:
+            probe["reason"] = (
+                "no rows were served to the agent in the shifted arm"
+                if not self._served
+                else "the run stopped before the first probe answer"
+            )
+        return probe
+
+
+def score_events(events: Iterable[Mapping[str, Any]], inputs: ScoreInputs) -> RunScore:
+    """Score a whole event sequence (what ``verify`` does with a trajectory file)."""
+    scorer = Scorer(inputs)
+    for event in events:
+        scorer.feed(event)
+    return scorer.result()
+
+
+# --- the body ------------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class BodyInputs:
+    """What the body holds besides the score: identities, bindings and the environment of the run."""
+
+    run_id: str
+    config: RunConfig
+    config_sha256: str
+    release: Release  # narrowed to the run's forms and window
+    sessions: Sequence[Session]
+    prices: Mapping[str, Any] | None  # the price statement: source, pulled_at, sha256
+    trajectory_path: str
+    trajectory_events: int
+    trajectory_sha256: str
+    calendar_sha256: str
+    network_scope: str
+    harness: Mapping[str, Any]
+    agent: Mapping[str, Any]
+    environment: Mapping[str, Any]
+
+
+_MASKS = {"mask_holds": "hold", "mask_leaks": "leak", "not_run": "unproven"}
+
+
+def _total(cells: Sequence[Mapping[str, Any]], arm: str, clock: str) -> float | None:
+    for c in cells:
+        if c["arm"] == arm and c["clock"] == clock:
+            return c["total_return"]
+    return None
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return round(a - b, 6)
+
+
+def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
+    """The receipt body of a run (the runner's) or of its replay (``verify``'s): one function for both."""
+    cfg = inp.config
+    cells = score.cells
+    contamination: dict[str, dict[str, float | None]] = {}
+    for clock in cfg.clocks:
+        main = _total(cells, "main", clock)
+        contamination[clock] = {
+            "main_minus_shifted": _delta(main, _total(cells, "shifted", clock)),
+            "main_minus_redacted": _delta(main, _total(cells, "redacted", clock)),
+        }
+    first, window_end = inp.sessions[0].date, inp.sessions[-1].date
+    cutoff = dt.date.fromisoformat(cfg.training_cutoff) if cfg.training_cutoff else None
+    ends_before_cutoff = (window_end < cutoff) if cutoff else None
+    gaps: list[str] = []
+    if not cfg.model_version:
+        gaps.append("P1_model_version")
+    if not cfg.training_cutoff:
+        gaps.append("P2_training_cutoffs")
+    manifest = inp.release.manifest
+    prov: Mapping[str, Any] = manifest.get("provenance", {})
+    price_statement = dict(inp.prices) if inp.prices is not None else None
+    return {
+        "receipt_version": RECEIPT_VERSION,
+        "kind": RECEIPT_KIND,
+        "run_id": inp.run_id,
+        "harness": dict(inp.harness),
+        "agent": dict(inp.agent),
+        "environment": dict(inp.environment),
+        "valid": score.valid,
+        "invalidated_by": score.invalidated_by,
+        "completed": score.completed,
+        # What the probe showed about the control arms' masks; "unproven" when it did not run (an agent that
+        # read nothing through the tools, say): a valid run whose masks were not tested.
+        "masks": _MASKS[score.probe["verdict"]],
+        "binding": {
+            "bundle_content_digest": inp.release.content_digest,
+            "config_sha256": inp.config_sha256,
+            "trajectory_sha256": inp.trajectory_sha256,
+            "prices_sha256": price_statement["sha256"] if price_statement else None,
+            "calendar_sha256": inp.calendar_sha256,
+            "harness_source_sha256": inp.harness["source_sha256"],
+        },
+        "config": cfg.digest_view(),
+        "network": {
+            "guard": "recorder_in_agent_jail",  # the guard and an audit hook inside the jail; the kernel blocks
+            "policy": cfg.network_policy,
+            "clean": not score.egress,
+            "egress_attempts": len(score.egress),
+            "attempts": score.egress,
+            "scope": inp.network_scope,
+        },
+        "trajectory": {
+            "path": inp.trajectory_path,
+            "events": inp.trajectory_events,
+            "sha256": inp.trajectory_sha256,
+        },
+        "window": {"start": first.isoformat(), "end": window_end.isoformat(), "sessions": len(inp.sessions)},
+        "cells": cells,
+        "contamination": contamination,
+        "probe": score.probe,
+        "prices": price_statement,
+        "agent_errors": score.agent_errors,
+        "protocol": {
+            "P1_model_version": {"declared": cfg.model_version, "reported": list(score.reported_models)},
+            "P2_training_cutoff": {
+                "declared": cfg.training_cutoff,
+                "window_end": window_end.isoformat(),
+                "window_ends_before_cutoff": ends_before_cutoff,
+            },
+            "P3_retrieval_timestamps": {
+                "tool_calls": score.tool_calls,
+                "rows_served": score.rows_served,
+                "every_answer_carries": ["known_at", "clock", "arm", "session_date"],
+                "every_row_carries": ["known_at", "entry_session"],
+                "pit_fallback_rows": score.fallback_rows.get("pit", 0),
+            },
+            "P4_costs_and_frictions": {
+                "entry_rule": ENTRY_RULE.format(hold=cfg.hold_sessions),
+                "hold_sessions": cfg.hold_sessions,
+                "costs": "none modelled",
+                "shorts": "none",
+                "price_source": price_statement,
+                "model_spend_usd": str(score.model_spend),
+                "model_calls": score.model_calls,
+            },
+            "P5_window_provenance": {
+                "release": inp.release.name,
+                "content_digest": inp.release.content_digest,
+                "release_window": dict(manifest["window"]),
+                "run_window": {"start": first.isoformat(), "end": window_end.isoformat()},
+                "forms": list(cfg.forms) or list(inp.release.forms),
+                "rows": inp.release.arm("main").height,
+                "provenance_kind": prov.get("kind"),
+                "provenance_statement": prov.get("statement"),
+            },
+            "P6_disaggregation": {
+                "cells": [f"{c['arm']}/{c['clock']}" for c in cells],
+                "trades_by_cell_and_form": {f"{c['arm']}/{c['clock']}": c["trades_by_form"] for c in cells},
+            },
+        },
+        "protocol_complete": not gaps,
+        "protocol_gaps": gaps,
+        "window_ends_before_cutoff": ends_before_cutoff,
+    }
