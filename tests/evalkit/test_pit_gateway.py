@@ -1,15 +1,17 @@
 """A PIT run with `from_model` through the model gateway, against a scripted OpenAI-compatible loopback server.
 
-The run process blocks the network; the model is reached only through the gateway process over AF_UNIX. The
-trajectory shows every call (digests, reported model, usage, cost), the receipt fills P1 from the reported model
-and P4 with the measured spend, the key never enters the run process or its outputs, and provider-side internet
-tools are refused.
+The agent runs in its jailed process, with no network; its model calls go over its pipe to the harness, which
+forwards them to the gateway process (outside the jail, holding the key, reached through an inherited socket, no
+path) and records each. The trajectory shows every call (digests, reported model, usage, cost), the receipt fills
+P1 from the reported model and P4 with the measured spend, the key never enters the agent's process or the run's
+outputs, and provider-side internet tools are refused.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import textwrap
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from evalkit.pit import Gateway, GatewayError, RunConfig, from_model, run
+from evalkit.pit import Gateway, GatewayError, RunConfig, from_model, resolve_agent, run
 from evalkit_core import Release
 from evalkit_core._synth import write_synth_release
 
@@ -106,23 +108,35 @@ def small_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_pit_run_through_the_gateway(scripted_model: str, small_release: Path, tmp_path: Path) -> None:
-    seen_env: list[bool] = []
-    agent = from_model(scripted_model)
+SPY = """
+import os
 
-    class Spy:
-        name = agent.name
+from evalkit.pit import AgentReply, from_model
 
-        def __call__(self, prompt: str, tools: Any) -> Any:
-            seen_env.append(KEY_ENV in os.environ)
-            return agent(prompt, tools)
+MODEL = from_model({model!r})
 
+
+def agent(prompt, tools):
+    seen = {key_env!r} in os.environ
+    reply = MODEL(prompt, tools)
+    return AgentReply(picks=reply.picks, text=f"key visible: {{seen}}")
+"""
+
+
+def test_pit_run_through_the_gateway(
+    scripted_model: str, small_release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "gateway_spy_agent.py").write_text(
+        textwrap.dedent(SPY.format(model=scripted_model, key_env=KEY_ENV))
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _Handler.seen_auth = []
     cfg = RunConfig(
         bundle_path=str(small_release), arms=("main", "shifted"), clocks=("pit",), probe_items=2,
         model_version="scripted-model", training_cutoff="2022-12-31",
         trajectory_path=str(tmp_path / "t.jsonl"), receipt_path=str(tmp_path / "r.json"),
     )
-    result = run(Spy(), cfg, Release.load(small_release))
+    result = run(resolve_agent("gateway_spy_agent:agent"), cfg, Release.load(small_release))
     body = result.body
     assert body["valid"] is True, body["invalidated_by"]
     events = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
@@ -139,9 +153,10 @@ def test_pit_run_through_the_gateway(scripted_model: str, small_release: Path, t
     assert body["protocol"]["P4_costs_and_frictions"]["model_calls"] == len(calls)
     picks = [e for e in events if e["type"] == "decision"]
     assert all(len(d["picks"]) <= 1 for d in picks) and any(d["picks"] for d in picks)
-    # The key reached the provider through the gateway, but never the run process or any output.
+    # The key reached the provider through the gateway, but never the agent's process or any output.
+    assert len(_Handler.seen_auth) == len(calls)  # no call reached the provider without its trajectory event
     assert all(a == f"Bearer {KEY}" for a in _Handler.seen_auth)
-    assert seen_env and not any(seen_env)
+    assert {d["text"] for d in picks} == {"key visible: False"}
     assert os.environ[KEY_ENV] == KEY  # restored after the run
     for path in (tmp_path / "t.jsonl", tmp_path / "r.json"):
         assert KEY not in path.read_text()
@@ -158,4 +173,25 @@ def test_gateway_refuses_provider_side_internet_tools(scripted_model: str) -> No
             gw.complete(scripted_model, request)
     finally:
         gw.stop()
-    assert not any(Path("/tmp").glob("evalkit-gw-*/gateway.sock"))
+    assert not any(
+        Path("/tmp").glob("evalkit-gw-*/gateway.sock")
+    )  # reached through an inherited socket, no path
+
+
+def test_from_model_agent_runs_in_the_jail(scripted_model: str, small_release: Path, tmp_path: Path) -> None:
+    cfg = RunConfig(
+        bundle_path=str(small_release),
+        arms=("main",),
+        clocks=("pit",),
+        probe_items=0,
+        end="2023-03-02",
+        trajectory_path=str(tmp_path / "t.jsonl"),
+        receipt_path=str(tmp_path / "r.json"),
+    )
+    result = run(from_model(scripted_model), cfg)
+    assert result.body["valid"] is True
+    assert result.body["agent"]["name"] == f"model:{scripted_model}"
+    assert (
+        result.body["protocol"]["P4_costs_and_frictions"]["model_calls"]
+        == 2 * result.body["window"]["sessions"]
+    )

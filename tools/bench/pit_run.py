@@ -17,6 +17,10 @@ For each: ``calendar`` (the first ``nyse()`` of the process: pandas-market-calen
 whole wall time (interpreter start and imports included), and its peak memory, which is the
 child's ``ru_maxrss`` as reported by ``os.wait4`` (resident set size high-water mark, whole process). The
 target is judged on load + run (the harness's work) and reported again with the calendar build added (cold).
+The agent runs in jailed processes (one per cell and one for the probe): the run's ``timings`` give the agent's
+own time (measured by the harness while it waited for the agent), the jail's start and the spawns; this
+process samples the proportional set size (PSS: shared pages counted once) of the zygote and agent processes,
+alone and with the run's, every 0.1 s.
 
 Then, in this process, the mean harness time of one ``pit_list`` call over the full release (main arm, pit
 clock, a late session, random offsets and forms), with the record callback a no-op (toolbox only) and with
@@ -26,6 +30,7 @@ the runner's canonical-JSON trajectory line built for each call (what a real run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -33,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -66,6 +72,7 @@ print(json.dumps({
     "events": body["trajectory"]["events"], "trades_main_pit": result.cell("main", "pit")["trades"],
     "sessions": body["window"]["sessions"], "rows": body["protocol"]["P5_window_provenance"]["rows"],
     "trajectory_bytes": os.path.getsize("trajectory.jsonl"),
+    "timings": dict(getattr(result, "timings", {}) or {}),
 }))
 """
 
@@ -80,6 +87,39 @@ t = time.perf_counter() - t0
 bad = [f"{c.name}: {c.detail}" for c in checks if c.status == "MISMATCH"]
 print(json.dumps({"verify_s": t, "mismatches": bad, "checks": len(checks)}))
 """
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _descendants(root: int) -> list[int]:
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[-1].split()[1])
+    out: list[int] = []
+    frontier = [root]
+    while frontier:
+        frontier = [c for c, p in parent.items() if p in frontier]
+        out += frontier
+    return out
+
+
+def sample_memory(pid: int, peak: dict[str, float], stop: threading.Event) -> None:
+    """Peak proportional set size (shared pages counted once) of the run's process and of its descendants (the
+    agent's zygote and jailed processes), sampled every 0.1 s from this process (not the measured one)."""
+    while not stop.wait(0.1):
+        side = sum(_pss_kb(p) for p in _descendants(pid)) / 1024
+        peak["agent_side_mb"] = max(peak["agent_side_mb"], side)
+        peak["total_mb"] = max(peak["total_mb"], side + _pss_kb(pid) / 1024)
 
 
 def build_release(workdir: Path) -> Path:
@@ -104,22 +144,33 @@ def build_release(workdir: Path) -> Path:
 def run_child(label: str, release: Path, forms: list[str], start: str, end: str, workdir: Path) -> dict[str, object]:
     outdir = Path(tempfile.mkdtemp(prefix=f"pit-bench-{label}-", dir=workdir))
     spec = json.dumps({"release": str(release), "forms": forms, "start": start, "end": end, "outdir": str(outdir)})
-    stats, wall, rss = _child(label, CHILD, spec)
-    vstats, vwall, vrss = _child(f"{label}-verify", VERIFY_CHILD, spec)
+    peak = {"agent_side_mb": 0.0, "total_mb": 0.0}
+    stats, wall, rss = _child(label, CHILD, spec, peak)
+    vstats, vwall, vrss = _child(f"{label}-verify", VERIFY_CHILD, spec, None)
     shutil.rmtree(outdir, ignore_errors=True)  # (b)'s trajectory alone is ~0.8 GB
     stats.update(label=label, child_wall_s=wall, peak_rss_mb=rss)
+    stats.update(agent_side_pss_mb=peak["agent_side_mb"], total_pss_mb=peak["total_mb"])
     stats.update(verify_s=vstats["verify_s"], verify_wall_s=vwall, verify_rss_mb=vrss, verify_mismatches=vstats["mismatches"])
     return stats
 
 
-def _child(label: str, code: str, spec: str) -> tuple[dict[str, object], float, float]:
+def _child(
+    label: str, code: str, spec: str, peak: dict[str, float] | None
+) -> tuple[dict[str, object], float, float]:
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code, spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_memory, args=(proc.pid, peak, stop), daemon=True) if peak is not None else None
+    if sampler is not None:
+        sampler.start()
     assert proc.stdout is not None
     assert proc.stderr is not None
     out = proc.stdout.read()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
+    stop.set()
+    if sampler is not None:
+        sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
@@ -139,6 +190,16 @@ def report(stats: dict[str, object], target_s: float, target_mb: float | None) -
         f"(imports {stats['import_s']:.2f} s); peak RSS {stats['peak_rss_mb']:.0f} MB (ru_maxrss via wait4)"
         + (f" [target < {target_mb:g} MB: {'met' if ok_m else 'MISSED'}]" if target_mb else "")
     )
+    timings = stats.get("timings") or {}
+    if timings:  # the agent runs in jailed processes: its own time, and what the jail cost
+        agent = float(timings["agent"])  # type: ignore[index]
+        print(
+            f"      agent's own time {agent:.3f} s (measured by the harness while it waited for the agent); "
+            f"harness beyond it: load + run - agent = {harness - agent:.3f} s; jail start {timings['jail_start']:.3f} s "  # type: ignore[index]
+            f"(on a thread, overlapping the harness's loading), {int(timings['processes'])} agent processes "  # type: ignore[index]
+            f"spawned in {timings['spawn']:.3f} s; peak PSS (sampled every 0.1 s) of the zygote and agent processes "  # type: ignore[index]
+            f"{stats['agent_side_pss_mb']:.0f} MB, of harness + them {stats['total_pss_mb']:.0f} MB"
+        )
     print(
         f"      rows {stats['rows']}, sessions {stats['sessions']}, events {stats['events']}, "
         f"trajectory {int(stats['trajectory_bytes']) / 1e6:.1f} MB, main/pit trades {stats['trades_main_pit']}, "  # type: ignore[arg-type]

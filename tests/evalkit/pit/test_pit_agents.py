@@ -1,4 +1,8 @@
-"""Agents: the stub, the two adapters, agent specs, and an agent that raises."""
+"""Agents: the stub, the two adapters, agent specs, and an agent that raises.
+
+Agents run in their own jailed process (a fresh one per cell): a closure travels there by value, so what it
+changes in what it closes over stays there. These tests observe agents through the trajectory and their replies.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ def test_agent_that_raises_is_recorded_and_the_run_is_invalid(synth_release_dir,
 
     result = run(from_callable(flaky, name="flaky"), _cfg(synth_release_dir))
     body = result.body
-    assert calls["n"] == 3
+    assert calls["n"] == 0  # the agent ran in its jail, with its own copy of `calls`
     assert body["valid"] is False
     assert body["invalidated_by"] == ["agent_error"]
     assert body["completed"] is False
@@ -102,10 +106,8 @@ def test_stub_pages_through_more_than_one_page_of_fresh_rows(synth_release_dir, 
 
 
 def test_tool_loop_adapter_runs_calls_and_submits(synth_release_dir, in_tmp, events_of):
-    seen_specs: list[list[str]] = []
-
     def step(messages, tool_specs):
-        seen_specs.append([s["function"]["name"] for s in tool_specs])
+        names = ",".join(s["function"]["name"] for s in tool_specs)
         assert messages[0]["role"] == "user"
         tool_msgs = [m for m in messages if m["role"] == "tool"]
         if not tool_msgs:
@@ -115,14 +117,23 @@ def test_tool_loop_adapter_runs_calls_and_submits(synth_release_dir, in_tmp, eve
             ]}
         listing = json.loads(tool_msgs[0]["content"])
         keys = [r["row_key"] for r in listing["rows"]]
-        return {"role": "assistant", "content": "buying", "tool_calls": [
-            {"id": "c3", "type": "function", "function": {"name": "submit", "arguments": json.dumps({"row_keys": keys})}}
-        ]}
+        return {
+            "role": "assistant",
+            "content": f"buying; tools {names}",
+            "tool_calls": [
+                {
+                    "id": "c3",
+                    "type": "function",
+                    "function": {"name": "submit", "arguments": json.dumps({"row_keys": keys})},
+                }
+            ],
+        }
 
-    result = run(from_tool_loop(step, name="scripted"), _cfg(synth_release_dir, arms=("main",), clocks=("pit",),
-                                                               probe_items=0))
+    result = run(
+        from_tool_loop(step, name="scripted"),
+        _cfg(synth_release_dir, arms=("main",), clocks=("pit",), probe_items=0),
+    )
     assert result.body["valid"] is True
-    assert seen_specs[0] == ["pit_list", "pit_search", "pit_read", "pit_coverage", "submit"]
     events = events_of(result.trajectory_path)
     tools_called = [e["tool"] for e in events if e["type"] == "tool_call"]
     assert tools_called == ["pit_list", "pit_coverage"] * 8
@@ -131,44 +142,52 @@ def test_tool_loop_adapter_runs_calls_and_submits(synth_release_dir, in_tmp, eve
     for dec, lst in zip(decisions, listed, strict=True):
         want = [r["row_key"] for r in lst["result"]["rows"]]
         assert dec["picks"] == want
-        assert dec["text"] == "buying"
+        assert dec["text"] == "buying; tools pit_list,pit_search,pit_read,pit_coverage,submit"
     assert result.cell("main", "pit")["trades"] == sum(len(d["picks"]) for d in decisions) > 0
 
 
-def test_tool_loop_plain_content_ends_with_text_and_bad_arguments_are_answered(synth_release_dir, in_tmp, events_of):
-    replies: list[str] = []
-
+def test_tool_loop_plain_content_ends_with_text_and_bad_arguments_are_answered(
+    synth_release_dir, in_tmp, events_of
+):
     def step(messages, tool_specs):
         tool_msgs = [m for m in messages if m["role"] == "tool"]
         if not tool_msgs:
-            return {"role": "assistant", "tool_calls": [
-                {"id": "x", "function": {"name": "pit_list", "arguments": "{not json"}},
-                {"id": "y", "function": {"name": "pit_nope", "arguments": "{}"}},
-                {"id": "z", "function": {"name": "pit_read", "arguments": "[1, 2]"}},
-            ]}
-        replies.extend(json.loads(m["content"])["status"] for m in tool_msgs)
-        return {"role": "assistant", "content": "nothing today"}
+            return {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "x", "function": {"name": "pit_list", "arguments": "{not json"}},
+                    {"id": "y", "function": {"name": "pit_nope", "arguments": "{}"}},
+                    {"id": "z", "function": {"name": "pit_read", "arguments": "[1, 2]"}},
+                ],
+            }
+        replies = ",".join(json.loads(m["content"])["status"] for m in tool_msgs)
+        return {"role": "assistant", "content": f"nothing today ({replies})"}
 
     result = run(from_tool_loop(step), _cfg(synth_release_dir, arms=("main",), clocks=("pit",), end="2023-03-01",
                                             probe_items=0))
     assert result.body["valid"] is True
-    assert replies == ["error", "error", "error"]
     dec = next(e for e in events_of(result.trajectory_path) if e["type"] == "decision")
     assert dec["picks"] == []
-    assert dec["text"] == "nothing today"
+    assert dec["text"] == "nothing today (error,error,error)"
 
 
-def test_tool_loop_stops_after_max_turns(synth_release_dir, in_tmp):
-    turns = {"n": 0}
-
+def test_tool_loop_stops_after_max_turns(synth_release_dir, in_tmp, events_of):
     def step(messages, tool_specs):
-        turns["n"] += 1
-        return {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "pit_coverage", "arguments": "{}"}}]}
+        return {
+            "role": "assistant",
+            "tool_calls": [{"id": "a", "function": {"name": "pit_coverage", "arguments": "{}"}}],
+        }
 
-    result = run(from_tool_loop(step, max_turns=4), _cfg(synth_release_dir, arms=("main",), clocks=("pit",),
-                                                       end="2023-03-01", probe_items=0))
-    assert turns["n"] == 4
+    result = run(
+        from_tool_loop(step, max_turns=4),
+        _cfg(synth_release_dir, arms=("main",), clocks=("pit",), end="2023-03-01", probe_items=0),
+    )
     assert result.body["valid"] is True
+    events = events_of(result.trajectory_path)
+    assert [e["tool"] for e in events if e["type"] == "tool_call"] == ["pit_coverage"] * 4
+    assert [e["text"] for e in events if e["type"] == "decision"] == [
+        "tool loop ended after 4 turns without submit"
+    ]
 
 
 def test_from_callable_coerces_replies(synth_release_dir, in_tmp, events_of):
@@ -189,7 +208,7 @@ def test_from_callable_coerces_replies(synth_release_dir, in_tmp, events_of):
 # --- agent specs ------------------------------------------------------------------------------------------------
 
 
-def test_resolve_agent_specs(tmp_path, monkeypatch):
+def test_resolve_agent_specs(tmp_path, monkeypatch, synth_release_dir, in_tmp):
     mod = tmp_path / "pit_spec_agents_mod.py"
     mod.write_text(textwrap.dedent("""
         def pick_nothing(prompt, tools):
@@ -204,16 +223,23 @@ def test_resolve_agent_specs(tmp_path, monkeypatch):
     assert resolve_agent("stub") is stub_agent
     assert resolve_agent("pit_spec_agents_mod:pick_nothing").name == "plain:pit_spec_agents_mod:pick_nothing"
     assert callable(resolve_agent("pit_spec_agents_mod:Holder.agent"))
+    # resolving never imports the agent's module in this process: only the jailed process does
+    assert "pit_spec_agents_mod" not in sys.modules
     with pytest.raises(AgentSpecError, match="cannot import"):
         resolve_agent("no_such_module_xyz:agent")
-    with pytest.raises(AgentSpecError, match="no attribute"):
-        resolve_agent("pit_spec_agents_mod:missing")
+    # what only importing can tell is told when the run starts, before anything is written
+    cfg = _cfg(synth_release_dir, arms=("main",), clocks=("pit",), end="2023-03-01", probe_items=0)
+    with pytest.raises(AgentSpecError, match="no attribute 'missing'"):
+        run(resolve_agent("pit_spec_agents_mod:missing"), cfg)
     with pytest.raises(AgentSpecError, match="not callable"):
-        resolve_agent("pit_spec_agents_mod:NOT_CALLABLE")
+        run(resolve_agent("pit_spec_agents_mod:NOT_CALLABLE"), cfg)
+    assert not (in_tmp / "receipt.json").exists()
+    result = run(resolve_agent("pit_spec_agents_mod:Holder.agent"), cfg)
+    assert result.body["valid"] is True
+    assert "pit_spec_agents_mod" not in sys.modules
     for bad in ("nocolon", ":fn", "mod:"):
         with pytest.raises(ConfigError, match="agent"):
             resolve_agent(bad)
-    sys.modules.pop("pit_spec_agents_mod", None)
 
 
 def test_failed_agent_run_writes_an_invalid_receipt_only(synth_release_dir, in_tmp):

@@ -18,10 +18,10 @@ def _blocks() -> list[tuple[str, str]]:
     return [(m[1], m[2]) for m in BLOCK.finditer(DOC.read_text())]
 
 
-def test_doc_has_both_adapters_receipt_verify_and_guard_sections():
+def test_doc_has_both_adapters_receipt_verify_jail_and_threat_model_sections():
     text = DOC.read_text()
-    for needle in ("from_callable", "from_tool_loop", "## The receipt", "## Verify", "## The network guard and its limits",
-                   "--netns", "subprocess"):
+    for needle in ("from_callable", "from_tool_loop", "## The receipt", "## Verify", "## Where the agent runs",
+                   "## The network recorder", "## Threat model", "--netns", "subprocess", "by value"):
         assert needle in text
     kinds = [k for k, _ in _blocks()]
     assert kinds.count("python") >= 4

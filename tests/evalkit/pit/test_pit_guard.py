@@ -1,22 +1,16 @@
-"""The network guard, driven from inside an agent.
+"""The network guard: as a recorder inside the agent's jail (driven from agents), and as a context manager.
 
-Every target is unroutable by construction (TEST-NET-1 192.0.2.1, the reserved ``.invalid`` TLD), and the
-session-wide test guard in tests/conftest.py blocks non-loopback connects as well, so even a guard that failed
-would reach nothing real.
+Every target is unroutable by construction (TEST-NET-1 192.0.2.1, the reserved ``.invalid`` TLD); inside the
+jail the agent has no route and no socket at all, and the session-wide test guard in tests/conftest.py blocks
+non-loopback connects in this process as well, so even a guard that failed would reach nothing real.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import http.client
 import socket
 import ssl
-import sys
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,88 +19,92 @@ from evalkit.pit import (
     NetworkBlockedError,
     NetworkGuard,
     RunConfig,
-    from_callable,
     network_guard,
+    resolve_agent,
     run,
 )
 
-THIS_FILE = Path(__file__).name
 TARGET_IP = "192.0.2.1"
 TARGET_HOST = "example.invalid"
 
-
-def _here() -> int:
-    """The line number of the caller's next line (where the attempt is made)."""
-    return sys._getframe(1).f_lineno + 1
-
-
-def _attempt_urllib(box: dict[str, Any]) -> None:
-    box["line"] = _here()
-    urllib.request.urlopen(f"http://{TARGET_IP}/", timeout=1)
-
-
-def _attempt_http_client(box: dict[str, Any]) -> None:
-    conn = http.client.HTTPConnection(TARGET_HOST, 80, timeout=1)
-    box["line"] = _here()
-    conn.request("GET", "/")
-
-
-def _attempt_create_connection(box: dict[str, Any]) -> None:
-    box["line"] = _here()
-    socket.create_connection((TARGET_IP, 80), timeout=1)
-
-
-def _attempt_socket(box: dict[str, Any]) -> None:
-    box["line"] = _here()
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.connect((TARGET_IP, 80))
-
-
-def _attempt_connect(box: dict[str, Any]) -> None:
-    # A socket made before the run: only connect() is left for the guard to stop.
-    s = box["presocket"]
-    box["line"] = _here()
-    s.connect((TARGET_IP, 80))
-
-
-def _attempt_getaddrinfo(box: dict[str, Any]) -> None:
-    box["line"] = _here()
-    socket.getaddrinfo(TARGET_HOST, 443)
-
-
-def _attempt_gethostbyname(box: dict[str, Any]) -> None:
-    box["line"] = _here()
-    socket.gethostbyname(TARGET_HOST)
-
-
-def _attempt_tls(box: dict[str, Any]) -> None:
-    ctx = ssl.create_default_context()
-    a, b = socket.socketpair(socket.AF_UNIX)
-    box["cleanup"] = (a, b)
-    box["line"] = _here()
-    ctx.wrap_socket(a, server_hostname=TARGET_HOST)
-
-
-def _attempt_asyncio(box: dict[str, Any]) -> None:
-    async def go() -> None:
-        await asyncio.open_connection(TARGET_IP, 80)
-
-    box["line"] = None  # the attempt is made inside the event loop
-    asyncio.run(go())
-
-
-ATTEMPTS: dict[str, tuple[Callable[[dict[str, Any]], None], set[str], str | None]] = {
-    # name: (attempt, acceptable first kinds, target substring)
-    "urllib": (_attempt_urllib, {"create_connection", "getaddrinfo"}, TARGET_IP),
-    "http.client": (_attempt_http_client, {"create_connection", "getaddrinfo"}, TARGET_HOST),
-    "create_connection": (_attempt_create_connection, {"create_connection"}, TARGET_IP),
-    "socket": (_attempt_socket, {"socket"}, "AF_INET"),
-    "connect": (_attempt_connect, {"connect"}, TARGET_IP),
-    "getaddrinfo": (_attempt_getaddrinfo, {"getaddrinfo"}, TARGET_HOST),
-    "gethostbyname": (_attempt_gethostbyname, {"gethostbyname"}, TARGET_HOST),
-    "tls": (_attempt_tls, {"tls_wrap"}, TARGET_HOST),
-    "asyncio": (_attempt_asyncio, {"socket", "getaddrinfo", "connect"}, None),
+# Each attempt runs inside the agent's jailed process, from a module written to the test's temp directory; the
+# line marked ``# ATTEMPT`` is where the call site must point. (name: code, acceptable first kinds, target part)
+ATTEMPTS: dict[str, tuple[str, set[str], str | None]] = {
+    "urllib": (
+        f"urllib.request.urlopen('http://{TARGET_IP}/', timeout=1)  # ATTEMPT",
+        {"create_connection", "getaddrinfo"},
+        TARGET_IP,
+    ),
+    "http.client": (
+        f"conn = http.client.HTTPConnection('{TARGET_HOST}', 80, timeout=1)\nconn.request('GET', '/')  # ATTEMPT",
+        {"create_connection", "getaddrinfo"},
+        TARGET_HOST,
+    ),
+    "create_connection": (
+        f"socket.create_connection(('{TARGET_IP}', 80), timeout=1)  # ATTEMPT",
+        {"create_connection"},
+        TARGET_IP,
+    ),
+    "socket": ("socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # ATTEMPT", {"socket"}, "AF_INET"),
+    "getaddrinfo": (f"socket.getaddrinfo('{TARGET_HOST}', 443)  # ATTEMPT", {"getaddrinfo"}, TARGET_HOST),
+    "gethostbyname": (f"socket.gethostbyname('{TARGET_HOST}')  # ATTEMPT", {"gethostbyname"}, TARGET_HOST),
+    "tls": (
+        f"ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname='{TARGET_HOST}')  # ATTEMPT",
+        {"tls_wrap"},
+        TARGET_HOST,
+    ),
 }
+
+AGENT = """
+import http.client, socket, ssl, urllib.request
+
+
+def attempt():
+{code}
+
+
+def abort_agent(prompt, tools):
+    tools.pit_list(limit=5)
+    try:  # the agent tries to swallow whatever the guard raises
+        attempt()
+    except Exception:
+        pass
+    return "after the attempt"
+
+
+def continue_agent(prompt, tools):
+    try:
+        attempt()
+        seen = "no error"
+    except OSError as exc:
+        seen = type(exc).__name__
+    return {{"picks": [r["row_key"] for r in tools.pit_list(limit=3)["rows"]], "seen": seen}}
+
+
+def wrapped(prompt, tools):
+    from evalkit.pit import AgentReply
+    out = continue_agent(prompt, tools)
+    return AgentReply(picks=tuple(out["picks"]), text=out["seen"])
+"""
+
+
+@pytest.fixture
+def attempt_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], tuple[str, Path, int]]:
+    """Write the agent module for one attempt; returns (module name, its file, the attempt's line)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    counter = iter(range(100))
+
+    def write(name: str) -> tuple[str, Path, int]:
+        code = ATTEMPTS[name][0]
+        module = f"guard_agent_{next(counter)}_{abs(hash((name, str(tmp_path)))) % 10**8}"
+        source = AGENT.format(code="\n".join("    " + ln for ln in code.splitlines()))
+        path = tmp_path / f"{module}.py"
+        path.write_text(source)
+        line = next(i for i, ln in enumerate(source.splitlines(), start=1) if "# ATTEMPT" in ln)
+        return module, path, line
+
+    return write
+
 
 GUARDED = (
     (socket.socket, "__init__"),
@@ -139,40 +137,16 @@ def _cfg(release_dir, policy: str, **kw) -> RunConfig:
     return RunConfig(**{**base, **kw})
 
 
-@pytest.fixture
-def presocket():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    yield s
-    s.close()
-
-
-def _close(box: dict[str, Any]) -> None:
-    for s in box.get("cleanup", ()):
-        s.close()
-
-
 @pytest.mark.parametrize("name", list(ATTEMPTS))
-def test_abort_stops_at_the_first_attempt_even_if_swallowed(name, synth_release_dir, in_tmp, events_of, presocket):
-    attempt, kinds, target = ATTEMPTS[name]
-    box: dict[str, Any] = {"presocket": presocket}
-    calls = {"n": 0, "after": 0}
-
-    def agent(prompt, tools):
-        calls["n"] += 1
-        tools.pit_list(limit=5)
-        try:  # noqa: SIM105 - spelled out: the agent tries to swallow the guard's error
-            attempt(box)
-        except Exception:
-            pass
-        calls["after"] += 1
-        return []
-
+def test_abort_stops_at_the_first_attempt_even_if_swallowed(
+    name, synth_release_dir, in_tmp, events_of, attempt_agent
+):
+    _, kinds, target = ATTEMPTS[name]
+    module, path, line = attempt_agent(name)
     before = _snapshot()
-    result = run(from_callable(agent, name="egress"), _cfg(synth_release_dir, "abort"))
-    _assert_guard_removed(before)
-    _close(box)
+    result = run(resolve_agent(f"{module}:abort_agent"), _cfg(synth_release_dir, "abort"))
+    _assert_guard_removed(before)  # the harness's own process was never patched
     body = result.body
-    assert calls == {"n": 1, "after": 0}  # stopped inside the first call, not after it
     assert body["valid"] is False
     assert body["invalidated_by"] == ["network_egress_attempt"]
     assert body["completed"] is False
@@ -188,28 +162,31 @@ def test_abort_stops_at_the_first_attempt_even_if_swallowed(name, synth_release_
     assert ev["kind"] in kinds
     if target is not None:
         assert target in (ev["target"] or "")
-    if box.get("line") is not None:
-        assert ev["call_site"] is not None, ev
-        assert ev["call_site"].endswith(f"{THIS_FILE}:{box['line']}"), ev
+    assert ev["call_site"] == f"{path}:{line}", ev  # the agent's own line, inside the jail
     assert (ev["arm"], ev["clock"], ev["session_date"]) == ("main", "leaky", "2023-03-01")
-    assert [e["type"] for e in events].count("agent_call") == 1
-    assert events[-1] == {**events[-1], "type": "run_end", "valid": False, "invalidated_by": ["network_egress_attempt"]}
+    types_ = [e["type"] for e in events]
+    assert types_.count("agent_call") == 1
+    assert "decision" not in types_  # stopped inside the first call: "after the attempt" never came back
+    assert events[-1] == {
+        **events[-1],
+        "type": "run_end",
+        "valid": False,
+        "invalidated_by": ["network_egress_attempt"],
+    }
     assert body["network"]["attempts"][0]["kind"] == ev["kind"]
 
 
-def test_abort_holds_even_against_a_bare_except(synth_release_dir, in_tmp, events_of):
-    calls = {"n": 0}
-
-    def stubborn(prompt, tools):
-        calls["n"] += 1
-        with contextlib.suppress(BaseException):
-            socket.getaddrinfo(TARGET_HOST, 80)
-        return []
-
-    before = _snapshot()
-    result = run(from_callable(stubborn), _cfg(synth_release_dir, "abort"))
-    _assert_guard_removed(before)
-    assert calls["n"] == 1
+def test_abort_holds_even_against_a_bare_except(synth_release_dir, in_tmp, events_of, tmp_path, monkeypatch):
+    (tmp_path / "stubborn_guard_agent.py").write_text(
+        "import contextlib, socket\n\n"
+        "def agent(prompt, tools):\n"
+        "    for _ in range(3):\n"
+        "        with contextlib.suppress(BaseException):\n"
+        f"            socket.getaddrinfo('{TARGET_HOST}', 80)\n"
+        "    return []\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = run(resolve_agent("stubborn_guard_agent:agent"), _cfg(synth_release_dir, "abort"))
     assert result.body["valid"] is False
     assert result.body["completed"] is False
     assert result.body["network"]["egress_attempts"] == 1
@@ -223,25 +200,17 @@ def test_abort_error_is_a_base_exception_and_continue_error_an_oserror():
 
 
 @pytest.mark.parametrize("name", list(ATTEMPTS))
-def test_continue_lets_the_agent_go_on_but_the_run_is_invalid(name, synth_release_dir, in_tmp, events_of, presocket):
-    attempt, kinds, _ = ATTEMPTS[name]
-    box: dict[str, Any] = {"presocket": presocket}
-    seen: list[str] = []
-
-    def agent(prompt, tools):
-        try:
-            attempt(box)
-        except OSError as exc:
-            seen.append(type(exc).__name__)
-        _close(box)
-        return [r["row_key"] for r in tools.pit_list(limit=3)["rows"]]
-
-    before = _snapshot()
-    result = run(from_callable(agent, name="egress"), _cfg(synth_release_dir, "continue"))
-    _assert_guard_removed(before)
+def test_continue_lets_the_agent_go_on_but_the_run_is_invalid(
+    name, synth_release_dir, in_tmp, events_of, attempt_agent
+):
+    _, kinds, _ = ATTEMPTS[name]
+    module, _, _ = attempt_agent(name)
+    result = run(resolve_agent(f"{module}:wrapped"), _cfg(synth_release_dir, "continue"))
     body = result.body
     n_calls = 9 * 3 + body["probe"]["items_asked"]
-    assert len(seen) == n_calls
+    texts = [e["text"] for e in events_of(result.trajectory_path) if e["type"] == "decision"]
+    expected = "URLError" if name == "urllib" else "NetworkBlockedError"  # urllib wraps the guard's OSError
+    assert texts == [expected] * 27
     assert body["completed"] is True
     assert len(body["cells"]) == 9
     assert body["probe"]["items_asked"] == 2
@@ -255,63 +224,16 @@ def test_continue_lets_the_agent_go_on_but_the_run_is_invalid(name, synth_releas
     assert {(e["arm"], e["clock"]) for e in egress} >= {(a, c) for a in ("main", "redacted", "shifted") for c in ("leaky", "dump", "pit")}
 
 
-def test_af_unix_keeps_working_inside_the_agent(synth_release_dir, in_tmp, tmp_path_factory):
-    sock_dir = tmp_path_factory.mktemp("unix")
-    path = str(sock_dir / "s")
-    got: list[bytes] = []
-
-    def chatty(prompt, tools):
-        a, b = socket.socketpair()
-        with a, b:
-            a.sendall(b"ping")
-            got.append(b.recv(4))
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with server:
-            server.bind(path)
-            server.listen(1)
-            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            with client:
-                client.connect(path)
-                conn, _ = server.accept()
-                with conn:
-                    client.sendall(b"pong")
-                    got.append(conn.recv(4))
-        Path(path).unlink()
-        return []
-
-    result = run(from_callable(chatty), _cfg(synth_release_dir, "abort", arms=("main",), clocks=("pit",)))
-    assert result.body["valid"] is True
-    assert result.body["network"]["clean"] is True
-    assert result.body["network"]["egress_attempts"] == 0
-    assert got == [b"ping", b"pong"] * 3
-
-
-def test_guard_is_removed_after_a_run_that_raised(synth_release_dir, in_tmp):
-    class Escape(BaseException):
-        pass
-
-    def escaping(prompt, tools):
-        raise Escape
-
+def test_the_harness_process_is_never_patched(synth_release_dir, in_tmp, attempt_agent):
+    """The guard runs inside the agent's jail: the harness's own socket module is the same before, during and
+    after a run, also one that an egress attempt stopped."""
     before = _snapshot()
-    with pytest.raises(Escape):
-        run(from_callable(escaping), _cfg(synth_release_dir, "abort"))
+    module, _, _ = attempt_agent("getaddrinfo")
+    result = run(resolve_agent(f"{module}:abort_agent"), _cfg(synth_release_dir, "abort"))
+    assert result.body["invalidated_by"] == ["network_egress_attempt"]
     _assert_guard_removed(before)
-    # A run that raised leaves no half-written trajectory or receipt behind.
-    assert not Path("receipt.json").exists()
-    # The network works as before the run (a loopback socket can be made again).
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # the harness's own network is untouched
     s.close()
-
-
-def test_guard_is_removed_after_keyboard_interrupt(synth_release_dir, in_tmp):
-    def interrupted(prompt, tools):
-        raise KeyboardInterrupt
-
-    before = _snapshot()
-    with pytest.raises(KeyboardInterrupt):
-        run(from_callable(interrupted), _cfg(synth_release_dir, "continue"))
-    _assert_guard_removed(before)
 
 
 def test_network_guard_context_manager_blocks_and_restores():

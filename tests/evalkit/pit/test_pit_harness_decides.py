@@ -1,9 +1,10 @@
 """Hostile agents against pick acceptance: the harness decides what is traded, from its own tables.
 
 An agent that picks rows it could not have known (learnt elsewhere: a file, a previous cell, a guess) has those
-picks refused, counted and never traded; an agent that rewrites its toolbox's internal state changes nothing
-the harness counts. The entry oracle here is computed by hand from the release (bisect over the NYSE opening
-bells), not by the code under test.
+picks refused, counted and never traded; an agent that rewrites the tools it holds (a proxy in its jailed
+process: the toolbox itself stays with the harness) changes nothing the harness counts. The entry oracle here is
+computed by hand from the release (bisect over the NYSE opening bells), not by the code under test, and handed
+to the agents as plain data (they run in their own jailed processes).
 """
 
 from __future__ import annotations
@@ -44,30 +45,27 @@ def _entries(release: Release) -> dict[str, dict[str, int]]:
     return out
 
 
-def _clock_of(tools: Any) -> str:
-    return str(tools.clock)
-
-
-def _session_index(tools: Any, release: Release) -> int:
-    """The real session index of a toolbox's bell (the shifted arm shows its image)."""
+def _shown_index(release: Release) -> dict[str, int]:
+    """The real session index of every bell an agent is shown: the real date, and in the shifted arm its image."""
     cal = nyse()
-    shown = dt.date.fromisoformat(tools.session_date)
-    if tools.arm == "shifted":
-        real = next(r for r, s in release.shift.pairs if s == shown)
-        return cal.index_of(real)
-    return cal.index_of(shown)
+    out: dict[str, int] = {}
+    for real, image in release.shift.pairs:
+        if cal.session_on(real) is not None:
+            out[real.isoformat()] = out[image.isoformat()] = cal.index_of(real)
+    return out
 
 
 def _picker(
     release: Release, entries: dict[str, dict[str, int]], before: Callable[[Any], None] | None = None
 ):
     """Each session: the first row not yet knowable, one knowable row, a fabricated key and the knowable row again."""
+    shown_index = _shown_index(release)
 
     def agent(prompt: str, tools: Any) -> list[str]:
         if "real filing date" in prompt:  # the probe
             return []
-        s_idx = _session_index(tools, release)
-        table = entries[_clock_of(tools)]
+        s_idx = shown_index[tools.session_date]
+        table = entries[str(tools.clock)]
         if before is not None:
             before(tools)
         future = sorted(k for k, e in table.items() if e > s_idx)[:1]
@@ -127,27 +125,27 @@ def test_future_picks_are_refused_counted_and_never_traded(
         )
 
 
-def _set(obj: Any, name: str, value: Any) -> None:
-    object.__setattr__(obj, name, value)
-
-
-# Each mutation rewrites state reachable from the toolbox the agent is handed.
+# Each mutation rewrites what the agent holds: the tools object in its jailed process (the toolbox, its index,
+# view and render cache are the harness's, out of reach). (The in-process toolbox these once rewrote is gone.)
 MUTATIONS: dict[str, Callable[[Any], None]] = {
     "session index to the end of the calendar": lambda t: (
-        _set(t, "_index", 10**6),
-        _set(t, "_visible", 10**9),
+        object.__setattr__(t, "_index", 10**6),
+        object.__setattr__(t, "_visible", 10**9),
     ),
-    "every row enters at session 0": lambda t: t._view.entry_index.__setitem__(
-        slice(None), [0] * len(t._view.entry_index)
+    "bell moved to the last session": lambda t: (
+        object.__setattr__(t, "session_date", "2049-12-31"),
+        object.__setattr__(t, "known_at", "2049-12-31T14:30:00Z"),
     ),
-    "positions cleared": lambda t: t._view.position.clear(),
-    "row keys and frame emptied": lambda t: (
-        t._view.row_keys.clear(),
-        _set(t._view, "frame", t._view.frame.head(0)),
-        _set(t._view, "fallback_rows", 0),
+    "arm and clock relabelled": lambda t: (
+        object.__setattr__(t, "arm", "main"),
+        object.__setattr__(t, "clock", "leaky"),
     ),
-    "bell moved to the last session": lambda t: _set(t, "_session", nyse().all[-1]),
-    "render cache poisoned": lambda t: t._view._rendered.update({i: {"row_key": "x"} for i in range(5000)}),
+    "tools answer every row as entering at session 0": lambda t: object.__setattr__(
+        t, "_tool", lambda name, args: {"status": "ok", "rows": [{"row_key": "x", "entry_session": "1993-01-04"}]}
+    ),
+    "the tools class rewritten for every later call": lambda t: setattr(
+        type(t), "pit_list", lambda self, *a, **k: {"status": "ok", "rows": [], "total": 10**9}
+    ),
 }
 
 

@@ -128,13 +128,12 @@ def test_a_private_key_seed_gives_other_row_keys(tmp_path: Path):
 def test_every_shifted_date_an_agent_sees_is_a_real_session(
     synth_release_dir: Path, synth_release: Release, tmp_path
 ):
-    """Run an agent that lists everything it can in the shifted arm and collect every date it is shown."""
-    seen: list[dict[str, Any]] = []
+    """Run an agent that lists everything it can in the shifted arm and collect every date it is shown (from the
+    trajectory: the agent runs in its own jailed process, and the harness records what it answered)."""
 
     def collector(prompt: str, tools: Any) -> list[str]:
         if tools.arm == "shifted":
-            ans = tools.pit_list(limit=200)
-            seen.append(ans)
+            tools.pit_list(limit=200)
         return []
 
     cfg = RunConfig(
@@ -147,6 +146,8 @@ def test_every_shifted_date_an_agent_sees_is_a_real_session(
         probe_items=0,
     )
     run(from_callable(collector), cfg, synth_release)
+    events = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    seen = [e["result"] for e in events if e["type"] == "tool_call" and e["arm"] == "shifted"]
     cal = nyse()
     session_dates = {a["session_date"] for a in seen} | {r["entry_session"] for a in seen for r in a["rows"]}
     row_dates = {r[f] for a in seen for r in a["rows"] for f in ("partition_date", "published_at")}

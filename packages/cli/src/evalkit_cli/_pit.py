@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +13,6 @@ from evalkit_cli._progress import progress_bar
 from evalkit_core import ConfigError
 
 __all__ = ["export", "run", "verify"]
-
-NETNS_ENV = "EVALKIT_INSIDE_NETNS"
 
 
 def _fmt_return(v: float | None) -> str:
@@ -38,7 +32,12 @@ def _print_run(receipt: dict[str, Any], receipt_path: Path, verify_args: list[st
     typer.echo(f"signed      {receipt['signer']['keyid']}")
     typer.echo(f"trajectory  {b['trajectory']['path']}  {b['trajectory']['sha256']}  {b['trajectory']['events']} events")
     net = b["network"]
-    typer.echo(f"network     guard={net['guard']} policy={net['policy']} scope={net['scope']} egress_attempts={net['egress_attempts']}")
+    typer.echo(f"network     guard={net['guard']} policy={net['policy']} egress_attempts={net['egress_attempts']} scope: {net['scope']}")
+    wall: dict[str, Any] = b["agent"].get("wall") or {}
+    if wall.get("full"):
+        typer.echo("wall        full: own read-only root, pid/mount/IPC/network namespaces, own uid, seccomp; a fresh process per cell")
+    elif wall:
+        typer.echo("wall        WEAKER than designed: " + "; ".join(wall.get("weaker", [])))
     typer.echo("")
     for c in b["cells"]:
         typer.echo(
@@ -69,12 +68,10 @@ def run(
     prices: str | None = typer.Option(None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."),
     price_source: str | None = typer.Option(None, "--price-source", help="Where the prices came from (required with --prices)."),
     pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
-    netns: bool = typer.Option(False, "--netns", help="Re-run inside a fresh network namespace (unshare -rn) so subprocesses are cut off too."),
+    netns: bool = typer.Option(False, "--netns", help="Refuse to run unless the agent gets a network namespace of its own (bubblewrap)."),
     as_json: bool = typer.Option(False, "--json", help="Print the receipt body as JSON instead of the table."),
 ) -> None:
     """Run an agent over a release: 3 arms x 3 clocks, the probe, and a receipt anyone can re-check."""
-    if netns and os.environ.get(NETNS_ENV) != "1":
-        _reexec_in_netns()
     import attrs
 
     from evalkit.pit import AgentSpecError, PricesError, RunConfig, load_config, load_prices, resolve_agent
@@ -124,7 +121,6 @@ def run(
             if prices:  # the file came from --prices: its own message names it
                 raise
             raise cfg.error("prices_path", str(exc)) from None
-    scope = "process+netns" if os.environ.get(NETNS_ENV) == "1" else "process"
     key = _signing_key()
     with progress_bar("cells", enabled=not as_json) as bar:
 
@@ -132,7 +128,7 @@ def run(
             if bar is not None:
                 bar(done, total, label)
 
-        result = pit_run(the_agent, cfg, bundle, the_prices, network_scope=scope, progress=report, key=key)
+        result = pit_run(the_agent, cfg, bundle, the_prices, progress=report, key=key, require_network_namespace=netns)
     if as_json:
         typer.echo(json.dumps(result.body, indent=2, sort_keys=True))
     else:
@@ -156,15 +152,6 @@ def _signing_key() -> Any:
     if created:
         typer.echo(f"key         generated {key.key_id} in {key.path} (first run; `evalkit keys show`)", err=True)
     return key
-
-
-def _reexec_in_netns() -> None:
-    unshare = shutil.which("unshare")
-    if unshare is None or subprocess.run([unshare, "-rn", "true"], check=False, capture_output=True).returncode != 0:
-        raise ConfigError("--netns: 'unshare -rn' does not work on this machine (needs user namespaces)")
-    env = {**os.environ, NETNS_ENV: "1"}
-    argv = [unshare, "-rn", sys.executable, "-m", "evalkit_cli", *sys.argv[1:]]
-    raise typer.Exit(subprocess.run(argv, env=env, check=False).returncode)
 
 
 def verify(

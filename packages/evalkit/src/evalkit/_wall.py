@@ -122,12 +122,18 @@ def uid_block() -> int:
 class WallPolicy:
     """What a jailed process may see and do. ``ro_paths`` are host paths bound read-only at the same place (the
     interpreter's prefix and the system libraries are always added); ``python_flags`` start the zygote's
-    interpreter (``-S -P``: no site-packages, nothing from the working directory)."""
+    interpreter (``-S -P``: no site-packages, nothing from the working directory).
+
+    ``kill_network_sockets``: ``socket()`` of any family but ``AF_UNIX`` kills the process (SIGSYS, seen by the
+    host in its exit status) instead of failing with EPERM, so an attempt that got past every recorder inside
+    the process still ends it where the host can see it; ``AF_UNIX`` stays refused with EPERM (the C library's
+    own name-service lookups try it)."""
 
     ro_paths: tuple[str, ...] = ()
     deny: tuple[str, ...] = DEFAULT_DENY
     python_flags: tuple[str, ...] = ("-S", "-P")
     pythonpath: tuple[str, ...] = ()
+    kill_network_sockets: bool = False
 
 
 @attrs.frozen
@@ -232,6 +238,11 @@ class Zygote:
         return self._proc is not None and self._proc.poll() is None
 
     @property
+    def pid(self) -> int | None:
+        """The host pid of the process started for the zygote (bubblewrap's, when it is in use)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def uses_bwrap(self) -> bool:
         return self._use_bwrap
 
@@ -301,7 +312,7 @@ class Zygote:
             "namespaces": self._namespaces,
             "jail_root": self._use_bwrap,
             "seccomp_library": self._seccomp,
-            "seccomp": {"deny": list(self.policy.deny)},
+            "seccomp": {"deny": list(self.policy.deny), "kill_network_sockets": self.policy.kill_network_sockets},
         }
         env = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
         if self.policy.pythonpath and not self._use_bwrap:

@@ -136,9 +136,18 @@ class _Seccomp:
                 raise OSError(-rc, f"seccomp_rule_add {name}")
 
         masked_eq = 7  # SCMP_CMP_MASKED_EQ
+        kill_sockets = bool(policy.get("kill_network_sockets"))  # type: ignore[union-attr]
         for name in policy["deny"]:  # type: ignore[union-attr]
+            if kill_sockets and name == "socket":
+                continue
             rule(eperm, str(name))
             self.denied.append(str(name))
+        if kill_sockets:
+            # socket() of a network family ends the process (SIGSYS); AF_UNIX (1) is refused
+            kill_process, cmp_ne, cmp_eq = 0x80000000, 1, 4  # SCMP_ACT_KILL_PROCESS, SCMP_CMP_NE, SCMP_CMP_EQ
+            rule(kill_process, "socket", (0, cmp_ne, 1, 0))
+            rule(eperm, "socket", (0, cmp_eq, 1, 0))
+            self.denied.append("socket")
         # kill(pid, sig) with a negative pid (another process group, or every process): refused
         rule(eperm, "kill", (0, masked_eq, 0x80000000, 0x80000000))
         # clone with any namespace flag: refused; clone3 hides its flags in memory, so it is answered ENOSYS and

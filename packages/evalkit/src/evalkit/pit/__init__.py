@@ -1,30 +1,135 @@
-"""The point-in-time harness: run configuration, toolbox, agents, network guard, probe, scoring, receipts."""
+"""The point-in-time harness: run configuration, toolbox, agents, network guard, probe, scoring, receipts.
 
-from evalkit.pit._agents import (
-    Agent,
-    AgentReply,
-    AgentSpecError,
-    from_callable,
-    from_tool_loop,
-    resolve_agent,
-    stub_agent,
-)
-from evalkit.pit._config import RunConfig, load_config
-from evalkit.pit._export import EXPORT_FORMATS, export_samples, session_samples
-from evalkit.pit._gateway import Gateway, GatewayError
-from evalkit.pit._guard import EgressAttempt, NetworkBlocked, NetworkBlockedError, NetworkGuard, network_guard
-from evalkit.pit._model_agent import from_model
-from evalkit.pit._prices import Prices, PricesError, load_prices
-from evalkit.pit._probe import choose_items, score_answer
-from evalkit.pit._runner import RECEIPT_VERSION, RunResult, run
-from evalkit.pit._toolbox import TOOL_NAMES, CellView, Toolbox, tool_specs
-from evalkit.pit._verify import Check, receipt_schema, verify_pit_receipt
+Names load on first use, so that an agent process (which needs only the adapters) does not import polars and
+the rest of the harness.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalkit.pit._agents import (
+        Agent,
+        AgentReply,
+        AgentSpecError,
+        from_callable,
+        from_tool_loop,
+        resolve_agent,
+        stub_agent,
+    )
+    from evalkit.pit._config import (
+        RunConfig,
+        load_config,
+    )
+    from evalkit.pit._export import (
+        EXPORT_FORMATS,
+        export_samples,
+        session_samples,
+    )
+    from evalkit.pit._gateway import (
+        Gateway,
+        GatewayError,
+    )
+    from evalkit.pit._guard import (
+        EgressAttempt,
+        NetworkBlocked,
+        NetworkBlockedError,
+        NetworkGuard,
+        network_guard,
+    )
+    from evalkit.pit._jail import (
+        AgentLimits,
+    )
+    from evalkit.pit._model_agent import (
+        from_model,
+    )
+    from evalkit.pit._prices import (
+        Prices,
+        PricesError,
+        load_prices,
+    )
+    from evalkit.pit._probe import (
+        choose_items,
+        score_answer,
+    )
+    from evalkit.pit._runner import (
+        RECEIPT_VERSION,
+        RunResult,
+        run,
+    )
+    from evalkit.pit._tool_specs import (
+        TOOL_NAMES,
+        tool_specs,
+    )
+    from evalkit.pit._toolbox import (
+        CellView,
+        Toolbox,
+    )
+    from evalkit.pit._verify import (
+        Check,
+        receipt_schema,
+        verify_pit_receipt,
+    )
+
+_LAZY: dict[str, str] = {
+    "Agent": "evalkit.pit._agents",
+    "AgentLimits": "evalkit.pit._jail",
+    "AgentReply": "evalkit.pit._agents",
+    "AgentSpecError": "evalkit.pit._agents",
+    "CellView": "evalkit.pit._toolbox",
+    "Check": "evalkit.pit._verify",
+    "EXPORT_FORMATS": "evalkit.pit._export",
+    "EgressAttempt": "evalkit.pit._guard",
+    "Gateway": "evalkit.pit._gateway",
+    "GatewayError": "evalkit.pit._gateway",
+    "NetworkBlocked": "evalkit.pit._guard",
+    "NetworkBlockedError": "evalkit.pit._guard",
+    "NetworkGuard": "evalkit.pit._guard",
+    "Prices": "evalkit.pit._prices",
+    "PricesError": "evalkit.pit._prices",
+    "RECEIPT_VERSION": "evalkit.pit._runner",
+    "RunConfig": "evalkit.pit._config",
+    "RunResult": "evalkit.pit._runner",
+    "TOOL_NAMES": "evalkit.pit._tool_specs",
+    "Toolbox": "evalkit.pit._toolbox",
+    "choose_items": "evalkit.pit._probe",
+    "export_samples": "evalkit.pit._export",
+    "from_callable": "evalkit.pit._agents",
+    "from_model": "evalkit.pit._model_agent",
+    "from_tool_loop": "evalkit.pit._agents",
+    "load_config": "evalkit.pit._config",
+    "load_prices": "evalkit.pit._prices",
+    "network_guard": "evalkit.pit._guard",
+    "receipt_schema": "evalkit.pit._verify",
+    "resolve_agent": "evalkit.pit._agents",
+    "run": "evalkit.pit._runner",
+    "score_answer": "evalkit.pit._probe",
+    "session_samples": "evalkit.pit._export",
+    "stub_agent": "evalkit.pit._agents",
+    "tool_specs": "evalkit.pit._tool_specs",
+    "verify_pit_receipt": "evalkit.pit._verify",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evalkit.pit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "EXPORT_FORMATS",
     "RECEIPT_VERSION",
     "TOOL_NAMES",
     "Agent",
+    "AgentLimits",
     "AgentReply",
     "AgentSpecError",
     "CellView",

@@ -2,24 +2,36 @@
 
 An agent is called once per session as ``agent(prompt, tools)`` and returns an :class:`AgentReply`
 (picks are row_keys, text is free). Adapters turn user functions into agents.
+
+A run never calls an agent in its own process: each agent remembers where it came from (its origin: the stub,
+a callable, a ``module:function`` spec, a tool loop's step, a model id), and the run builds it afresh inside the
+wall, one jailed process per cell (see :mod:`evalkit.pit._jail`). ``resolve_agent`` therefore does not import an
+agent's module in the calling process; it only checks that the module can be found.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
-from evalkit.pit._toolbox import Toolbox, tool_specs
+from evalkit.pit._tool_specs import tool_specs
 from evalkit_core import ConfigError, EvalkitError
+
+if TYPE_CHECKING:
+    from evalkit.pit._toolbox import Toolbox
 
 __all__ = [
     "Agent",
+    "AgentOrigin",
     "AgentReply",
     "AgentSpecError",
+    "find_module",
     "from_callable",
     "from_tool_loop",
     "resolve_agent",
@@ -47,9 +59,22 @@ class Agent(Protocol):
 
 
 @attrs.frozen
+class AgentOrigin:
+    """How to build an agent again inside the wall: ``kind`` is ``stub``, ``callable`` (``target`` is the
+    function), ``spec`` (``spec`` is ``module:attribute``), ``tool_loop`` (``target`` is the step) or ``model``
+    (``spec`` is the model id); ``options`` are the adapter's keyword arguments."""
+
+    kind: str
+    target: object = None
+    spec: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+@attrs.frozen
 class _FunctionAgent:
     name: str
     fn: Callable[[str, Toolbox], AgentReply]
+    origin: AgentOrigin | None = None
 
     def __call__(self, prompt: str, tools: Toolbox) -> AgentReply:
         return self.fn(prompt, tools)
@@ -81,7 +106,7 @@ def from_callable(fn: Callable[[str, Toolbox], object], name: str | None = None)
     def call(prompt: str, tools: Toolbox) -> AgentReply:
         return _coerce(fn(prompt, tools), who)
 
-    return _FunctionAgent(who, call)
+    return _FunctionAgent(who, call, AgentOrigin("callable", target=fn))
 
 
 SUBMIT_SPEC: dict[str, Any] = {
@@ -140,7 +165,8 @@ def from_tool_loop(
                 )
         return AgentReply(text=f"tool loop ended after {max_turns} turns without submit")
 
-    return _FunctionAgent(who, call)
+    origin = AgentOrigin("tool_loop", target=step, options=(("max_turns", max_turns), ("system", system)))
+    return _FunctionAgent(who, call, origin)
 
 
 def _parse_arguments(raw: object) -> tuple[dict[str, Any] | None, str]:
@@ -173,20 +199,12 @@ def _stub(prompt: str, tools: Toolbox) -> AgentReply:  # noqa: ARG001 - the stub
     return AgentReply(picks=tuple(picks), text=text)
 
 
-stub_agent: Agent = _FunctionAgent("stub", _stub)
+stub_agent: Agent = _FunctionAgent("stub", _stub, AgentOrigin("stub"))
 
 
-def resolve_agent(spec: str) -> Agent:
-    """``stub`` or ``module:function`` (a ``fn(prompt, tools)`` or a ready :class:`Agent`)."""
-    if spec == "stub":
-        return stub_agent
-    if spec.startswith("model:"):
-        from evalkit.pit._model_agent import from_model
-
-        return from_model(spec.removeprefix("model:"))
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"agent: expected 'stub' or 'module:function', got {spec!r}")
+def import_target(spec: str) -> object:
+    """The object ``module:attribute`` names, imported in this process (what the jailed process does too)."""
+    module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -196,9 +214,62 @@ def resolve_agent(spec: str) -> Agent:
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise AgentSpecError(f"agent {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if isinstance(target, _FunctionAgent):
-        return target
-    if not callable(target):
-        raise AgentSpecError(f"agent {spec!r}: {attr!r} is not callable")
-    return from_callable(target, name=f"plain:{spec}")  # pyright: ignore[reportUnknownArgumentType]
+            raise AgentSpecError(
+                f"agent {spec!r}: module {module_name!r} has no attribute {attr!r}"
+            ) from None
+    return target
+
+
+def module_location(name: str) -> importlib.machinery.ModuleSpec | None:
+    """Where the top-level package of module ``name`` lives, found without running any of its code."""
+    top = name.partition(".")[0]
+    loaded = sys.modules.get(top)
+    if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+        return loaded.__spec__
+    return importlib.machinery.PathFinder.find_spec(top)
+
+
+def find_module(name: str) -> importlib.machinery.ModuleSpec | None:
+    """Where module ``name`` itself lives (``pkg.sub.mod`` too), found without running any of its code or its
+    packages' (``importlib.util.find_spec`` imports the parent packages)."""
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+        return loaded.__spec__
+    spec = module_location(name)
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), list(spec.submodule_search_locations))
+    return spec
+
+
+def resolve_agent(spec: str) -> Agent:
+    """``stub``, ``model:<id>`` or ``module:function`` (a ``fn(prompt, tools)`` or a ready :class:`Agent`).
+
+    A ``module:function`` agent is imported only inside the wall when a run starts (its attribute is checked
+    then); here only its module is looked for, without running it."""
+    if spec == "stub":
+        return stub_agent
+    if spec.startswith("model:"):
+        from evalkit.pit._model_agent import from_model
+
+        return from_model(spec.removeprefix("model:"))
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"agent: expected 'stub' or 'module:function', got {spec!r}")
+    if module_location(module_name) is None:
+        raise AgentSpecError(
+            f"agent {spec!r}: cannot import module {module_name!r} (not found on the Python path)"
+        )
+    who = f"plain:{spec}"
+
+    def call(prompt: str, tools: Toolbox) -> AgentReply:  # called directly, outside a run: import it here
+        target = import_target(spec)
+        if isinstance(target, _FunctionAgent):
+            return target(prompt, tools)
+        if not callable(target):
+            raise AgentSpecError(f"agent {spec!r}: {attr!r} is not callable")
+        return _coerce(target(prompt, tools), who)
+
+    return _FunctionAgent(who, call, AgentOrigin("spec", spec=spec))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import importlib.util
 import platform
 import sys
 from pathlib import Path
@@ -125,9 +124,11 @@ def _module_of(spec: str, name: str) -> str | None:
 def _module_file(module: str) -> Path | None:
     loaded = sys.modules.get(module)
     origin = getattr(loaded, "__file__", None) if loaded is not None else None
-    if origin is None:
+    if origin is None:  # found without importing it (or its packages): the agent runs only inside its jail
+        from evalkit.pit._agents import find_module
+
         try:
-            spec = importlib.util.find_spec(module)
+            spec = find_module(module)
         except (ImportError, ValueError):
             spec = None
         origin = spec.origin if spec is not None and spec.has_location else None

@@ -1,19 +1,19 @@
-"""The network guard: while a run is active, no code in this process opens an internet connection.
+"""The network guard: a recorder of network attempts, installed inside the agent's jailed process.
 
 It replaces the socket entry points: creating an AF_INET/AF_INET6 socket, ``socket.connect``/``connect_ex``,
 ``socket.create_connection``, DNS resolution (``getaddrinfo``, ``gethostbyname``, ``gethostbyname_ex``,
-``gethostbyaddr``) and TLS wrapping (``SSLContext.wrap_socket``/``wrap_bio``). AF_UNIX keeps working, which
-is how an agent reaches its model (through the harness's gateway). There is no allowlist and no override.
+``gethostbyaddr``) and TLS wrapping (``SSLContext.wrap_socket``/``wrap_bio``). There is no allowlist and no
+override.
 
 Each attempt is recorded with its kind, target (where known) and the call site outside the harness and the
-standard library. Under policy ``abort`` the raised :class:`NetworkBlocked` derives from ``BaseException``, so an
-agent's ``except Exception`` cannot swallow it, and the runner stops the run at the first recorded attempt even if
-the agent caught it with a bare ``except``. Under ``continue`` the raised :class:`NetworkBlockedError` is an
-``OSError`` (what network code expects), the agent goes on, and the run is still invalid.
+standard library, and handed to ``on_attempt``. In a PIT run the guard lives in the agent's jailed process
+(:mod:`evalkit.pit._agent_child`), beside an audit hook, and ``on_attempt`` writes each attempt to the harness at
+once; under policy ``abort`` it then ends the process, under ``continue`` the raised :class:`NetworkBlockedError`
+(an ``OSError``, what network code expects) lets the agent go on. Used directly (``network_guard``), ``abort``
+raises :class:`NetworkBlocked`, a ``BaseException`` that ``except Exception`` cannot swallow.
 
-The guard covers this process's Python code, the low-level _socket module included. Subprocesses and C
-extensions that call libc directly are not
-covered; ``--netns`` runs the whole run inside a fresh network namespace for that.
+The guard is not the boundary: it patches Python names in one process, and code can go around it. In a PIT run
+the kernel blocks (the jail's network namespace has no route, and seccomp refuses sockets).
 """
 
 from __future__ import annotations

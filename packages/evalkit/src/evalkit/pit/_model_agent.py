@@ -2,17 +2,27 @@
 
 Each session the model sees the session prompt and the four PIT tools plus ``submit``; the loop runs its tool
 calls against the toolbox and ends on ``submit`` (its row_keys are the picks) or on plain text. Every model call
-goes through ``tools.complete``, which is the harness's gateway: the network stays blocked in the run process.
+goes through ``tools.complete``: inside the wall that is a request over the agent's pipe, which the harness
+answers through its model gateway (outside the wall, holding the keys) and records.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from evalkit.pit._agents import SUBMIT_SPEC, Agent, AgentReply, _FunctionAgent  # pyright: ignore[reportPrivateUsage]
-from evalkit.pit._toolbox import Toolbox, tool_specs
+from evalkit.pit._agents import (  # pyright: ignore[reportPrivateUsage]
+    SUBMIT_SPEC,
+    Agent,
+    AgentOrigin,
+    AgentReply,
+    _FunctionAgent,  # pyright: ignore[reportPrivateUsage]
+)
+from evalkit.pit._tool_specs import tool_specs
 from evalkit_core.models import Message, Request, ToolSpec
+
+if TYPE_CHECKING:
+    from evalkit.pit._toolbox import Toolbox
 
 __all__ = ["SYSTEM_PROMPT", "from_model"]
 
@@ -54,4 +64,5 @@ def from_model(model_id: str, *, max_turns: int = 12, max_tokens: int = 1024, te
                 messages.append(Message(role="tool", text=json.dumps(result, sort_keys=True), tool_call_id=tc.id))
         return AgentReply(text=f"model agent stopped after {max_turns} turns without submit")
 
-    return _FunctionAgent(f"model:{model_id}", call)
+    options = (("max_turns", max_turns), ("max_tokens", max_tokens), ("temperature", temperature))
+    return _FunctionAgent(f"model:{model_id}", call, AgentOrigin("model", spec=model_id, options=options))

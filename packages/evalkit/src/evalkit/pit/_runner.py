@@ -1,5 +1,8 @@
 """The PIT run: arms x clocks cells, one agent call per session, the probe, scoring, trajectory and receipt.
 
+The agent never runs in this process: it runs behind the wall, in a fresh jailed process per cell and one for
+the probe (:mod:`evalkit.pit._jail`); this process serves its tool and model calls and records each of them.
+
 Nothing wall-clock enters the trajectory or the receipt body: two runs of one configuration over one release
 give byte-identical trajectories and bodies.
 """
@@ -7,6 +10,7 @@ give byte-identical trajectories and bodies.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -14,11 +18,12 @@ from typing import IO, Any
 
 import attrs
 
-from evalkit.pit._agents import Agent, AgentReply
+from evalkit.pit._agents import Agent, AgentReply, AgentSpecError
 from evalkit.pit._bindings import agent_code, environment, harness_block
 from evalkit.pit._config import RunConfig
 from evalkit.pit._gateway import Gateway
-from evalkit.pit._guard import EgressAttempt, NetworkBlocked, NetworkGuard
+from evalkit.pit._guard import EgressAttempt
+from evalkit.pit._jail import AgentError, AgentJail, AgentLimits, AgentProcess, EgressStop
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
 from evalkit.pit._score import RECEIPT_VERSION, BodyInputs, ScoreInputs, Scorer, assemble_body
@@ -27,10 +32,12 @@ from evalkit_core import (
     ARMS,
     Calendar,
     Clock,
+    ConfigError,
     Release,
     ReleaseError,
     SigningKey,
     atomic_open,
+    cache_dir,
     canonical_bytes,
     digest,
     ensure_signing_key,
@@ -47,9 +54,14 @@ __all__ = ["RECEIPT_VERSION", "RunResult", "run"]
 
 @attrs.frozen
 class RunResult:
+    """A finished run. ``timings`` (seconds, wall clock, never in the receipt) say where the time went:
+    ``agent`` (the agent's own time, measured by the harness while it waited for the agent), ``jail_start``,
+    ``spawn`` (making the agent processes) and ``processes`` (how many)."""
+
     receipt: dict[str, Any]
     receipt_path: Path
     trajectory_path: Path
+    timings: Mapping[str, float] = attrs.field(factory=dict[str, float])
 
     @property
     def body(self) -> dict[str, Any]:
@@ -117,23 +129,61 @@ def _check_window(config: RunConfig, release: Release) -> tuple[dt.date, dt.date
     return start, end
 
 
+def _protected_paths(config: RunConfig, bundle: Release | None) -> list[Path]:
+    """What the agent's jail must never hold: the release, the prices, the outputs, the cache, the store and the
+    working directory."""
+    from evalkit_core.store import HOME_ENV
+
+    paths = [Path(config.bundle_path), Path(config.trajectory_path).parent, Path(config.receipt_path).parent]
+    paths += [cache_dir(), Path.cwd(), Path(os.environ.get(HOME_ENV) or ".evalkit")]
+    if bundle is not None:
+        paths.append(Path(bundle.root))
+    if config.prices_path:
+        paths.append(Path(config.prices_path))
+    return [p.resolve() for p in paths]
+
+
 def run(
     agent: Agent,
     config: RunConfig,
     bundle: Release | None = None,
     prices: Prices | None = None,
     *,
-    network_scope: str = "process",
     progress: Callable[[str, int, int], None] | None = None,
     key: SigningKey | None = None,
+    limits: AgentLimits | None = None,
+    require_network_namespace: bool = False,
 ) -> RunResult:
     """Run every (arm, clock) cell of ``config`` with ``agent`` and write the trajectory and the signed receipt.
 
     ``bundle`` defaults to ``Release.load(config.bundle_path)``; it is narrowed to the config's forms and window.
     ``prices`` may be None: every cell still runs and reports ``total_return: null``.
     ``key`` signs the receipt; by default the key in ``$EVALKIT_HOME``, created there on first use.
+    The agent runs behind the wall with ``limits`` (:class:`AgentLimits`); with ``require_network_namespace``
+    the run refuses to start (ConfigError) where the wall cannot give the agent a network namespace of its own.
     """
+    from evalkit.pit._recipe import recipe_for
+
     config.check_outputs()
+    recipe = recipe_for(agent, _protected_paths(config, bundle))
+    jail = AgentJail(recipe, network_policy=config.network_policy, limits=limits)
+    jail.start_background()  # overlaps the loading below
+    try:
+        return _run(agent, config, bundle, prices, jail, progress, key, require_network_namespace)
+    finally:
+        jail.close()
+
+
+def _run(
+    agent: Agent,
+    config: RunConfig,
+    bundle: Release | None,
+    prices: Prices | None,
+    jail: AgentJail,
+    progress: Callable[[str, int, int], None] | None,
+    key: SigningKey | None,
+    require_network_namespace: bool,
+) -> RunResult:
     if bundle is not None:
         release = bundle
     else:
@@ -157,19 +207,18 @@ def run(
     traj_path = Path(config.trajectory_path)
     receipt_path = Path(config.receipt_path)
     state = _RunState(config, release, calendar, sessions, prices, agent)
+    state.jail, state.require_netns = jail, require_network_namespace
     with atomic_open(traj_path) as fh:
         traj = _Trajectory(fh, state.scorer)
         state.traj = traj
         traj.emit(run_start_event(run_id, config, release, agent.name, start, end, len(sessions)))
-        guard = NetworkGuard(config.network_policy, on_attempt=state.on_egress)
         state.gateway.hold_keys()
-        guard.install()
         try:
             state.run_cells(progress)
             if not state.stopped:
                 state.run_probe()
         finally:
-            guard.remove()
+            state.end_process()
             state.gateway.stop()
         score = state.scorer.result()
         traj.emit({"type": "run_end", "valid": score.valid, "invalidated_by": score.invalidated_by})
@@ -186,14 +235,26 @@ def run(
         trajectory_events=events,
         trajectory_sha256=traj_sha,
         calendar_sha256=calendar.digest,
-        network_scope=network_scope,
+        network_scope=jail.wall.network,  # measured from the host when the jail started
         harness=harness_block(),
-        agent={"spec": config.agent, "name": agent.name, "code": agent_code(config.agent, agent.name)},
+        agent={
+            "spec": config.agent,
+            "name": agent.name,
+            "code": agent_code(config.agent, agent.name),
+            "wall": jail.wall.to_json(),
+            "limits": jail.limits.to_json(),
+        },
         environment=environment(),
     )
     receipt = make_receipt(assemble_body(inputs, state.scorer.result()), key=signer)
     write_receipt(receipt_path, receipt)
-    return RunResult(receipt=receipt, receipt_path=receipt_path, trajectory_path=traj_path)
+    timings = {
+        "agent": jail.agent_seconds,
+        "jail_start": jail.start_seconds,
+        "spawn": jail.spawn_seconds,
+        "processes": float(jail.processes),
+    }
+    return RunResult(receipt=receipt, receipt_path=receipt_path, trajectory_path=traj_path, timings=timings)
 
 
 def run_id_for(config_sha256: str, bundle_content_digest: str) -> str:
@@ -244,6 +305,10 @@ class _RunState:
         self._entries: dict[Clock, Mapping[str, int]] = {Clock(c): entry_table(release, Clock(c), calendar) for c in config.clocks}
         self.probe_clock = probe_clock(config)
         self.gateway = Gateway()
+        self.jail: AgentJail
+        self.require_netns = False
+        self.proc: AgentProcess | None = None  # the agent's process for the current cell (or the probe)
+        self.loaded = False  # whether an agent process has loaded the agent yet
         # Everything the body reports is computed from the events by the scorer (verify runs the same one).
         self.scorer = Scorer(
             ScoreInputs(config, calendar, tuple(self.session_indices), answers, opens_for(prices, answers))
@@ -290,14 +355,19 @@ class _RunState:
         self.traj.emit(event)
 
     def _call_agent(self, prompt: str, toolbox: Toolbox) -> AgentReply | None:
-        """Call the agent; record errors and egress. Raise _Stop when the run must end."""
+        """One session of the agent in its jailed process (a fresh one at the start of each cell and of the
+        probe); record errors and egress. Raise _Stop when the run must end."""
         try:
-            reply = self.agent(prompt, toolbox)
-        except NetworkBlocked:
+            if self.proc is None:
+                self.proc = self._new_process()
+            reply = self.proc.session(prompt, toolbox, self.on_egress)
+        except EgressStop as stop:
+            for attempt in stop.attempts:
+                self.on_egress(attempt)
             self.stopped = True
             raise _Stop("network_egress_attempt") from None
-        except Exception as exc:
-            event = {"type": "agent_error", "error_type": type(exc).__name__, "message": str(exc)[:2000], **self.where}
+        except AgentError as exc:
+            event = {"type": "agent_error", "error_type": exc.error_type, "message": exc.message[:2000], **self.where}
             self.traj.emit(event)
             self.stopped = True
             raise _Stop("agent_error") from None
@@ -305,6 +375,30 @@ class _RunState:
             self.stopped = True
             raise _Stop("network_egress_attempt")
         return reply
+
+    def _new_process(self) -> AgentProcess:
+        """A fresh agent process. The first one of the run proves the agent loads: if it cannot, or the wall
+        cannot give what the caller required, that is the caller's error, raised out of the run before its
+        trajectory is renamed into place (the jail started while the harness loaded; this waits for it)."""
+        if self.loaded:
+            return self.jail.process()
+        self.jail.ready()
+        if self.require_netns and not self.jail.wall.own_network_namespace:
+            raise ConfigError(f"--netns: this machine cannot give the agent a network namespace ({self.jail.wall.network})")
+        try:
+            proc = self.jail.process()
+        except AgentError as exc:
+            raise AgentSpecError(
+                f"agent {self.agent.name!r} cannot be loaded inside its jail: {exc.error_type}: {exc.message}"
+            ) from None
+        self.loaded = True
+        return proc
+
+    def end_process(self) -> None:
+        """End the agent's process: nothing it remembers reaches the next cell."""
+        if self.proc is not None:
+            self.proc.close()
+            self.proc = None
 
     # -- cells -----------------------------------------------------------------------------------------------
 
@@ -322,6 +416,7 @@ class _RunState:
                     return
                 finally:
                     done += len(self.sessions)
+                    self.end_process()
 
     def _run_cell(self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int) -> None:
         arm, clock = view.arm, str(view.clock)

@@ -397,7 +397,7 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
         },
         "config": cfg.digest_view(),
         "network": {
-            "guard": "in_process_socket_guard",
+            "guard": "recorder_in_agent_jail",  # the guard and an audit hook inside the jail; the kernel blocks
             "policy": cfg.network_policy,
             "clean": not score.egress,
             "egress_attempts": len(score.egress),
