@@ -10,7 +10,9 @@ when encoding, and decoding builds only built-in types, so a value can never car
 always says yes).
 
 Decoding is bounded: the text has a size cap, nesting deeper than :data:`MAX_DEPTH` is refused before the
-parser sees it, and every failure is a :class:`TaggedError`.
+parser sees it, a set or dict whose members share one hash more than :data:`MAX_SAME_HASH` times is refused
+before it is built (ints that are multiples of ``2**61 - 1`` all hash alike, and building a set of n of them costs
+n**2/2 comparisons: seconds of CPU, in one C call that holds the GIL), and every failure is a :class:`TaggedError`.
 """
 
 # pyright: basic
@@ -23,6 +25,7 @@ import math
 
 MAX_DEPTH = 100
 MAX_BYTES = 1 << 20
+MAX_SAME_HASH = 32
 
 
 class TaggedError(ValueError):
@@ -92,6 +95,19 @@ def _max_depth_exceeded(text: str, limit: int) -> bool:
     return False
 
 
+def _spread(members: list[object]) -> list[object]:
+    """``members`` (of a set, or a dict's keys) when no hash is shared by more than :data:`MAX_SAME_HASH` of them;
+    counting is linear (distinct hashes hash apart), building a table of colliding members is not."""
+    counts: dict[int, int] = {}
+    for m in members:
+        h = hash(m)
+        n = counts.get(h, 0) + 1
+        if n > MAX_SAME_HASH:
+            raise TaggedError(f"more than {MAX_SAME_HASH} set members or dict keys with one hash")
+        counts[h] = n
+    return members
+
+
 def _untag(obj: dict[str, object]) -> object:
     if len(obj) != 1:
         raise TaggedError("an object that is not a tag")
@@ -99,14 +115,16 @@ def _untag(obj: dict[str, object]) -> object:
     if key == "$t" and type(val) is list:
         return tuple(val)
     if key == "$s" and type(val) is list:
-        return set(val)
+        return set(_spread(val))
     if key == "$fs" and type(val) is list:
-        return frozenset(val)
+        return frozenset(_spread(val))
     if key == "$d" and type(val) is list:
-        out: dict[object, object] = {}
         for pair in val:
             if type(pair) is not list or len(pair) != 2:
                 raise TaggedError("a dict entry that is not a [key, value] pair")
+        _spread([pair[0] for pair in val])
+        out: dict[object, object] = {}
+        for pair in val:
             out[pair[0]] = pair[1]
         return out
     if key in ("$b", "$ba") and type(val) is str:
