@@ -344,9 +344,13 @@ def _run_check(job_fd: int, host_fd: int, to_candidate: int, from_candidate: int
             raise CandidateGone
         try:
             reply = decode(raw)
-            kind = reply[0]
-        except Exception:
-            raise CandidateGone from None
+        except Exception as exc:  # too deep, members that collide in their hash, garbled: not a value
+            raise CandidateReturnError(
+                f"the reply is not a tagged JSON value ({_error_text(exc)[1]})"
+            ) from None
+        if type(reply) is not list or not reply:
+            raise CandidateGone
+        kind = reply[0]
         if kind == "value" and len(reply) == 2:
             return reply[1]
         if kind == "raised" and len(reply) == 3:
