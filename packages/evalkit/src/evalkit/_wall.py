@@ -274,26 +274,33 @@ class Zygote:
         # which every way this process can end (exit, crash, SIGKILL) delivers; bubblewrap's pid 1 then ends,
         # and the kernel takes every job in the jail's pid namespace with it.
         args += ["--new-session"]
+        made: set[str] = set()
+
+        def traversable(p: str) -> None:
+            # the directories above a bound path exist in the jail only as empty, traversable ones (bubblewrap
+            # would make them 0700: a job's uid could then reach neither a prefix under /root, nor /usr/lib and
+            # /etc/ld.so.cache to load a library the zygote had not loaded, such as sqlite3's or lzma's)
+            for parent in reversed(Path(p).parents[:-1] if len(Path(p).parents) > 1 else []):
+                if str(parent) not in made:
+                    made.add(str(parent))
+                    args.extend(["--perms", "0755", "--dir", str(parent)])
+
         for d in _system_lib_dirs():
             real = os.path.realpath(d)
             if real != d:
                 args += ["--symlink", os.path.relpath(real, "/"), d]
             else:
+                traversable(d)
                 args += ["--ro-bind", d, d]
         if Path("/etc/ld.so.cache").exists():
+            traversable("/etc/ld.so.cache")
             args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
         paths = [prefix, *self.policy.ro_paths]
         if self._seccomp:
             paths.append(self._seccomp)
-        made: set[str] = set()
         for p in dict.fromkeys(paths):
             if Path(p).exists() and not any(p.startswith(d + "/") for d in _system_lib_dirs()):
-                # the directories above a bound path exist in the jail only as empty, traversable ones (so a
-                # prefix under /root is reachable by a job's uid without /root itself being there)
-                for parent in reversed(Path(p).parents[:-1] if len(Path(p).parents) > 1 else []):
-                    if str(parent) not in made:
-                        made.add(str(parent))
-                        args += ["--perms", "0755", "--dir", str(parent)]
+                traversable(p)
                 args += ["--ro-bind", p, p]
         args += ["--proc", "/proc", "--dev", "/dev", "--dir", "/job", "--remount-ro", "/", "--remount-ro", "/dev"]
         args += ["--chdir", "/", "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--setenv", "LANG", "C.UTF-8"]
