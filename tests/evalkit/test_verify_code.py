@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
 
 import pytest
@@ -62,11 +64,19 @@ def test_shallow_solution_passes_public_but_not_hidden(sandbox, tasks):
     assert v.all_public
     assert [t.name for t in v.hidden if not t.passed] == ["hidden/0", "hidden/1"]
     assert v.hidden[0].reason == "wrong_answer"
-    # hidden tests show a reason and digests, never the expected value or what the candidate returned
-    assert v.hidden[0].actual == digest("null")
-    withheld = digest('expected "12a"')
+    # hidden tests show a reason and digests keyed with the hidden tests, never the expected value or what the
+    # candidate returned; a plain digest would give them away to anyone trying values
+    key = digest([t.to_json() for t in rle.hidden_tests]).encode()
+
+    def keyed(text: str) -> str:
+        return "hmac-sha256:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+    assert v.hidden[0].actual == keyed("null")
+    withheld = keyed('expected "12a"')
     assert v.hidden[1].detail == f"wrong_answer (hidden test: detail withheld, {withheld})"
-    assert v.hidden[1].actual == digest('"9a"')
+    assert v.hidden[1].actual == keyed('"9a"')
+    assert digest('expected "12a"') not in str(v.to_json())
+    assert digest('"9a"') not in str(v.to_json())
     assert "12a" not in str(v.to_json())
     assert (v.public_passed, len(v.public), v.hidden_passed, len(v.hidden)) == (3, 3, 2, 4)
 

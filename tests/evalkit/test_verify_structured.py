@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from pathlib import Path
 
@@ -56,10 +58,14 @@ def test_each_failure_names_pointer_and_expectation(person, sandbox):
     assert said[1].startswith("/city: expected one of")
     assert said[2] == "/topics: expected length 1, got 2"
     assert said[3].startswith("/height_m: expected 1.65 ± 0.01")
-    # ... but a hidden test's verdict shows only its reason and a digest of that text
+    # ... but a hidden test's verdict shows only its reason and a digest of that text keyed with the hidden
+    # assertions (a plain digest of '/born: expected "<date>", got ...' falls to trying every date)
+    key = digest([a.to_json() for a in person.hidden_assertions]).encode()
     for i, text in enumerate(said):
         if text:
-            assert failed[f"hidden/{i}"] == f"assertion (hidden test: detail withheld, {digest(text)})"
+            keyed = "hmac-sha256:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+            assert failed[f"hidden/{i}"] == f"assertion (hidden test: detail withheld, {keyed})"
+            assert digest(text) not in json.dumps(v.to_json())
     assert "1815-12-10" not in json.dumps(v.to_json())
 
 

@@ -6,6 +6,8 @@ No model is in the loop: a verdict is a pure function of the task, the candidate
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import math
 import re
@@ -213,17 +215,31 @@ _EVIDENCE = re.compile(
 )
 
 
-def _redact(verdict: TestVerdict) -> TestVerdict:
-    """A hidden test's verdict as results and receipts may show it: the reason, digests in place of what the
-    candidate returned and of the detail (which can hold an expected value or a check's message), and the
-    harness's own words about what the candidate attempted, if any. Public tests are shown whole."""
+def _hidden_key(task: Task) -> bytes:
+    """The key of a task's hidden-verdict digests: the hidden tests themselves. A plain digest of a short text can be
+    inverted by trying values (``digest('expected 4')``; a passed test's output is its expected value); keyed with
+    what is hidden, it can be recomputed only by whoever holds the hidden tests, and stays the same run to run."""
+    hidden = task.hidden_tests if isinstance(task, CodeTask) else task.hidden_assertions
+    return digest([t.to_json() for t in hidden]).encode()
+
+
+def _keyed(key: bytes, text: str) -> str:
+    return "hmac-sha256:" + hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _redact(verdict: TestVerdict, key: bytes) -> TestVerdict:
+    """A hidden test's verdict as results and receipts may show it: the reason, keyed digests (see
+    :func:`_hidden_key`) in place of what the candidate returned and of the detail (which can hold an expected
+    value or a check's message), and the harness's own words about what the candidate attempted, if any. Public
+    tests are shown whole."""
     if not verdict.name.startswith("hidden/"):
         return verdict
-    detail = f"{verdict.reason} (hidden test: detail withheld, {digest(verdict.detail)})" if verdict.detail else ""
+    withheld = _keyed(key, verdict.detail)
+    detail = f"{verdict.reason} (hidden test: detail withheld, {withheld})" if verdict.detail else ""
     evidence = _EVIDENCE.search(verdict.detail) if verdict.reason != "wrong_answer" else None
     if evidence is not None:
         detail += f"; {evidence.group(0)}"
-    actual = None if verdict.actual is None else digest(verdict.actual)
+    actual = None if verdict.actual is None else _keyed(key, verdict.actual)
     return attrs.evolve(verdict, detail=detail, actual=actual)
 
 
@@ -245,12 +261,13 @@ def _split(
     infra: str | None = None,
 ) -> Verdict:
     n_public = len(task.public_tests) if isinstance(task, CodeTask) else len(task.public_assertions)
+    key = _hidden_key(task)
     return Verdict(
         task_id=task.id,
         task_digest=task.digest,
         settings_digest=settings.digest,
         public=tuple(verdicts[:n_public]),
-        hidden=tuple(_redact(v) for v in verdicts[n_public:]),
+        hidden=tuple(_redact(v, key) for v in verdicts[n_public:]),
         output=output,
         infra_error=infra,
     )
