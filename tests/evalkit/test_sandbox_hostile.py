@@ -15,8 +15,8 @@ the tripwire, where the kernel answers. Two ways past it, as a real attacker wou
 
 Secrets the candidates hunt for:
 
-- ``CANARY``: set in this process's environment and written to a file in a temp directory (and to a fake replay
-  file and a fake store under ``EVALKIT_HOME``) before any sandbox starts;
+- ``CANARY``: set in this process's environment, and written to a file and a fake replay file in a temp directory
+  and to a fake store under ``EVALKIT_HOME``, before any sandbox starts;
 - ``SECRET``: a hidden expected value and a string inside hidden check programs; it never enters a candidate.
 
 The sections follow the classes of issue 12 ("What was found"), then attacks nobody named, then jobs that try to
@@ -96,7 +96,7 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secrets]:
     replay_file = base / "replay.jsonl"
     completion = f"def f(x):\n    return {CANARY!r}\n"
     replay_file.write_text(json.dumps({"task_id": "x", "completion": completion}) + "\n")
-    store = Path(os.environ["EVALKIT_HOME"]) / ".evalkit"
+    store = Path(os.environ["EVALKIT_HOME"]) / f"store-{uuid.uuid4().hex[:8]}"
     store.mkdir()
     store_file = store / "evalkit.sqlite"
     store_file.write_text(CANARY)
@@ -1293,6 +1293,24 @@ def test_sleeps_that_outlast_the_budget(sandbox):
     assert time.monotonic() - start < LIMITS.wall
 
 
+def test_one_budget_a_test_loading_included(sandbox):
+    """Consecutive call tests share a process and reload the module inside their own budget; the first test's
+    budget must cover its loading too, or the same work passes as the first test and times out as the second (it
+    did: 0.35 s of CPU to load and 0.35 s to answer, with 0.5 s a test, gave ok, timeout, ok)."""
+    spin = "import time\ndef spin(s):\n    end = time.process_time() + s\n    while time.process_time() < end:\n        pass\n"
+    heavy = spin + "spin(0.35)\ndef f(x):\n    spin(0.35)\n    return 2 * x\n"
+    v = run(sandbox, heavy)
+    assert reasons(v) == ["timeout"] * 3
+    assert v.public[0].detail == "CPU time limit exceeded"
+    light = spin + "spin(0.15)\ndef f(x):\n    spin(0.15)\n    return 2 * x\n"
+    assert reasons(run(sandbox, light)) == ["ok"] * 3
+    # the same for the wall clock: 0.9 s asleep to load and 0.9 s to answer, with 1.5 s a test
+    slow = "import time\ntime.sleep(0.9)\ndef f(x):\n    time.sleep(0.9)\n    return 2 * x\n"
+    v = run(sandbox, slow, code_task([CallTest((1,), {}, 2)], [CallTest((2,), {}, 4)]))
+    assert reasons(v) == ["timeout"] * 2
+    assert v.public[0].detail == "wall clock (1.5s) exceeded"
+
+
 def test_descriptor_tricks(sandbox):
     cases = [
         # the reply pipe closed: the payload cannot answer and ends
@@ -1455,12 +1473,17 @@ LEAVE = src(f"""
     shm = libc.shmget(0xE7A1, 4096, 0o1000 | 0o666)  # IPC_CREAT
     pty = os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)
     mq = libc.mq_open(('/' + MARK).encode(), os.O_CREAT | os.O_RDWR, 0o666, None)
+    try:  # POSIX shared memory lives in /dev/shm, read-only here
+        import _posixshmem
+        posix_shm = _posixshmem.shm_open('/' + MARK, os.O_CREAT | os.O_RDWR, 0o666) >= 0
+    except OSError as exc:
+        posix_shm = exc.errno
     open('/job/' + MARK, 'w').write(MARK)
-    print(json.dumps([shm >= 0, pty >= 0, mq >= 0 or ctypes.get_errno()]), flush=True)
+    print(json.dumps([shm >= 0, pty >= 0, mq >= 0 or ctypes.get_errno(), posix_shm]), flush=True)
     if os.environ.get('LINGER'):
         time.sleep(1.0)
 """)
-LEFT = [True, True, True]
+LEFT = [True, True, True, 30]  # (30: EROFS)
 
 LOOK = src(f"""
     import ctypes, json, os

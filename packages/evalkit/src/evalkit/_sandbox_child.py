@@ -228,12 +228,14 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
     status: list[object]
     _install_audit_hook(os.getcwd())  # noqa: PTH109 - the module keeps to os-level calls
     code = None
+    left = cpu  # of the first test's CPU budget, once loading took its share
     try:
         _arm(cpu)
         try:
             code = compile(source, "<candidate>", "exec")
             exec(code, ns)  # noqa: S102
         finally:
+            left = signal.getitimer(signal.ITIMER_PROF)[0]
             _disarm()
         func = ns.get(entry)
         status = ["loaded", "ok"] if callable(func) else ["loaded", "missing", f"the candidate does not define a callable {entry!r}"]
@@ -252,7 +254,9 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
             exit_now(0)
         args, kwargs, reload = decode(raw)
         try:
-            _arm(cpu)
+            # one budget a test, loading included: a later test reloads inside its own budget, so the first one
+            # has what loading left of its own (else the same work passes first and times out after)
+            _arm(cpu if used or not reload else max(left, 0.001))
             try:
                 if reload and used and code is not None:
                     # a freshly loaded module for this test: new globals, new functions, new default arguments
