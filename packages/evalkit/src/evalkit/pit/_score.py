@@ -43,7 +43,7 @@ __all__ = [
     "score_events",
 ]
 
-RECEIPT_VERSION = "evalkit-pit-receipt/2"
+RECEIPT_VERSION = "evalkit-pit-receipt/3"
 RECEIPT_KIND = "pit_run"
 HARNESS_NAME = "evalkit-pit"
 ENTRY_RULE = (
