@@ -819,11 +819,12 @@ class Sandbox:
         namespaces = z.namespaces
         seccomp = z.seccomp_library is not None
         why_bwrap = "left out by the caller" if "bwrap" in self.without else "bubblewrap is not installed"
-        user = (
-            "own uid per job (no other running job shares it)"
-            if root
-            else "NOT separated: the harness's own uid (not root)"
-        )
+        if z.separate_uids:
+            user = "own uid per job (no other running job shares it)"
+        elif root:
+            user = f"NOT separated: the harness's own uid (another uid cannot read the interpreter; {why_bwrap})"
+        else:
+            user = "NOT separated: the harness's own uid (not root)"
         network = "network namespace without routes (bubblewrap)" if bwrap else f"NOT isolated: {why_bwrap}"
         if bwrap and namespaces:
             filesystem = (
@@ -850,7 +851,7 @@ class Sandbox:
             else "NOT in effect: "
             + ("left out by the caller" if "seccomp" in self.without else "libseccomp not found")
         )
-        full = root and bwrap and namespaces and seccomp
+        full = z.separate_uids and bwrap and namespaces and seccomp
         return Isolation(
             user=user,
             network=network,

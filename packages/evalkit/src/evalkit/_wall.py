@@ -187,6 +187,20 @@ def _codec_source() -> str:
     return resources.files("evalkit").joinpath("_tagged.py").read_text(encoding="utf-8")
 
 
+@cache
+def _interpreter_reachable() -> bool:
+    """Whether a uid of no privilege can read this interpreter's standard library on the host's filesystem (under
+    bubblewrap the jail makes it so; without it, an interpreter under ``/root`` is not)."""
+    path = Path(sysconfig.get_paths()["stdlib"])
+    for d in [*reversed(path.parents), path]:
+        try:
+            if not d.stat().st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 def _strip_future(source: str) -> str:
     """A module's source made fit to follow another one (a ``from __future__`` import must come first)."""
     return "\n".join("" if ln.startswith("from __future__ import") else ln for ln in source.splitlines())
@@ -249,6 +263,11 @@ class Zygote:
     @property
     def namespaces(self) -> bool:
         return self._namespaces
+
+    @property
+    def separate_uids(self) -> bool:
+        """Whether jobs run under uids of their own: as root, where the job's uid can reach the interpreter."""
+        return os.geteuid() == 0 and (self._use_bwrap or _interpreter_reachable())
 
     @property
     def seccomp_library(self) -> str | None:
@@ -450,7 +469,7 @@ class Zygote:
         req: dict[str, object] = {
             "id": job_id,
             "payload": payload,
-            "uid": uid if os.geteuid() == 0 else None,
+            "uid": uid if self.separate_uids else None,
             "limits": dict(limits),
             "disk_bytes": disk_bytes,
             "args": dict(args or {}),
