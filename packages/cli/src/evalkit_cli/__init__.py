@@ -1,5 +1,68 @@
-"""The ``evalkit`` command line and its ``pit-harness`` alias."""
+"""The ``evalkit`` command line and its ``pit-harness`` alias.
 
-from evalkit_cli._app import app, main, pit_app, pit_main
+``main`` starts the sandbox's zygotes first when the command is one that grades (``eval``, ``tasks validate``),
+so that they import, compile their syscall filter and warm up on another CPU while this process imports the
+command line itself; the sandbox the command makes adopts them. Everything else loads on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalkit_cli._app import app, pit_app
 
 __all__ = ["app", "main", "pit_app", "pit_main"]
+
+_GRADING = (("eval",), ("tasks", "validate"))
+
+
+def _early_workers(argv: list[str]) -> int | None:
+    """How many zygotes a grading command will want (its ``--workers``, else one per CPU); None when the command
+    does not grade, asks for help, or the wall is switched off for this process."""
+    if any(a in ("--help", "-h") for a in argv) or not any(tuple(argv[: len(c)]) == c for c in _GRADING):
+        return None
+    workers = os.cpu_count() or 1
+    for i, a in enumerate(argv):
+        value = (
+            a.split("=", 1)[1]
+            if a.startswith("--workers=")
+            else (argv[i + 1] if a == "--workers" and i + 1 < len(argv) else None)
+        )
+        if value is not None:
+            try:
+                workers = int(value)
+            except ValueError:
+                return None  # the command itself reports the bad value
+    return workers if workers >= 1 else None
+
+
+def main() -> None:
+    workers = _early_workers(sys.argv[1:])
+    if workers is not None:
+        try:
+            from evalkit._wall import launch_early
+
+            launch_early(workers)
+        except Exception:  # noqa: S110 - an early start is an optimisation; the sandbox starts its own
+            pass
+    from evalkit_cli._app import main as app_main
+
+    app_main()
+
+
+def pit_main() -> None:
+    from evalkit_cli._app import pit_main as app_pit_main
+
+    app_pit_main()
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("app", "pit_app"):
+        value = getattr(importlib.import_module("evalkit_cli._app"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'evalkit_cli' has no attribute {name!r}")

@@ -3,49 +3,6 @@
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from evalkit._eval import (
-    EvalReport,
-    Problem,
-    Rollout,
-    model_request,
-    reference_solution,
-    run_eval,
-    summarize,
-    validate_bank,
-    verify_eval_receipt,
-)
-from evalkit._extract import ExtractionError, extract_code, extract_json
-from evalkit._sandbox import Isolation, Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun
-from evalkit._tasks import (
-    JSON,
-    Assertion,
-    CallTest,
-    CheckTest,
-    CodeTask,
-    StructuredTask,
-    Task,
-    TaskError,
-    TypeSpec,
-    bank_digest,
-    conforms,
-    load_task,
-    load_tasks,
-    parse_type,
-    render_prompt,
-    task_schema,
-    validate_task_json,
-)
-from evalkit._verifiers import (
-    TestVerdict,
-    Verdict,
-    VerifierSettings,
-    check_assertion,
-    grade,
-    grade_many,
-    json_equal,
-    resolve_pointer,
-)
-
 if TYPE_CHECKING:
     from evalkit._adversary import (
         CATEGORIES,
@@ -68,11 +25,96 @@ if TYPE_CHECKING:
         parse_model_proposals,
         validate_proposals,
     )
+    from evalkit._eval import (
+        EvalReport,
+        Problem,
+        Rollout,
+        model_request,
+        reference_solution,
+        run_eval,
+        summarize,
+        validate_bank,
+        verify_eval_receipt,
+    )
+    from evalkit._extract import ExtractionError, extract_code, extract_json
     from evalkit._humaneval import humaneval_problems, import_humaneval
+    from evalkit._sandbox import Isolation, Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun
+    from evalkit._tasks import (
+        JSON,
+        Assertion,
+        CallTest,
+        CheckTest,
+        CodeTask,
+        StructuredTask,
+        Task,
+        TaskError,
+        TypeSpec,
+        bank_digest,
+        conforms,
+        load_task,
+        load_tasks,
+        parse_type,
+        render_prompt,
+        task_schema,
+        validate_task_json,
+    )
+    from evalkit._verifiers import (
+        TestVerdict,
+        Verdict,
+        VerifierSettings,
+        check_assertion,
+        grade,
+        grade_many,
+        json_equal,
+        resolve_pointer,
+    )
 
-# The adversary pulls in hypothesis and the HumanEval importer its data: both load on first use, so that
-# `import evalkit` (and every grading process) stays fast.
+# Every name loads its module on first use, so that `import evalkit` costs nothing and a command can start the
+# sandbox's zygotes before it imports the rest (the adversary pulls in hypothesis, the HumanEval importer its data).
 _LAZY: dict[str, str] = {
+    "Assertion": "evalkit._tasks",
+    "CallTest": "evalkit._tasks",
+    "CheckTest": "evalkit._tasks",
+    "CodeTask": "evalkit._tasks",
+    "EvalReport": "evalkit._eval",
+    "ExtractionError": "evalkit._extract",
+    "Isolation": "evalkit._sandbox",
+    "JSON": "evalkit._tasks",
+    "Problem": "evalkit._eval",
+    "Rollout": "evalkit._eval",
+    "Sandbox": "evalkit._sandbox",
+    "SandboxJob": "evalkit._sandbox",
+    "SandboxLimits": "evalkit._sandbox",
+    "SandboxRun": "evalkit._sandbox",
+    "StructuredTask": "evalkit._tasks",
+    "Task": "evalkit._tasks",
+    "TaskError": "evalkit._tasks",
+    "TestRun": "evalkit._sandbox",
+    "TestVerdict": "evalkit._verifiers",
+    "TypeSpec": "evalkit._tasks",
+    "Verdict": "evalkit._verifiers",
+    "VerifierSettings": "evalkit._verifiers",
+    "bank_digest": "evalkit._tasks",
+    "check_assertion": "evalkit._verifiers",
+    "conforms": "evalkit._tasks",
+    "extract_code": "evalkit._extract",
+    "extract_json": "evalkit._extract",
+    "grade": "evalkit._verifiers",
+    "grade_many": "evalkit._verifiers",
+    "json_equal": "evalkit._verifiers",
+    "load_task": "evalkit._tasks",
+    "load_tasks": "evalkit._tasks",
+    "model_request": "evalkit._eval",
+    "parse_type": "evalkit._tasks",
+    "reference_solution": "evalkit._eval",
+    "render_prompt": "evalkit._tasks",
+    "resolve_pointer": "evalkit._verifiers",
+    "run_eval": "evalkit._eval",
+    "summarize": "evalkit._eval",
+    "task_schema": "evalkit._tasks",
+    "validate_bank": "evalkit._eval",
+    "validate_task_json": "evalkit._tasks",
+    "verify_eval_receipt": "evalkit._eval",
     "CATEGORIES": "evalkit._adversary",
     "Category": "evalkit._adversary",
     "Counterexample": "evalkit._adversary",

@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from importlib import resources
 from types import TracebackType
 from typing import Literal, Self, cast
 
@@ -41,7 +40,16 @@ import attrs
 
 from evalkit._tagged import TaggedError, tagged_decode, tagged_encode, tagged_to_json
 from evalkit._tasks import JSON
-from evalkit._wall import Spawned, WallError, WallPolicy, Zygote, describe_status, uid_block
+from evalkit._wall import (
+    Spawned,
+    WallError,
+    WallPolicy,
+    Zygote,
+    adopt_early,
+    describe_status,
+    sandbox_payload_source,
+    uid_block,
+)
 
 __all__ = [
     "Isolation",
@@ -172,7 +180,7 @@ class SandboxRun:
 
 @cache
 def _payload_source() -> str:
-    return resources.files("evalkit").joinpath("_sandbox_child.py").read_text(encoding="utf-8")
+    return sandbox_payload_source()
 
 
 def _monotonic() -> float:
@@ -307,7 +315,8 @@ class _Worker:
     def __init__(self, sandbox: Sandbox, slot: int) -> None:
         self._box = sandbox
         self.slot = slot
-        self.zygote = self._zygote(namespaces="namespaces" not in sandbox.without)
+        early = adopt_early(_payload_source()) if not sandbox.without else None
+        self.zygote = early or self._zygote(namespaces="namespaces" not in sandbox.without)
         self.checked = False
         self._checker: Spawned | None = None
         self._checker_sock: socket.socket | None = None

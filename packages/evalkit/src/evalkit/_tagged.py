@@ -33,11 +33,32 @@ class TaggedError(ValueError):
 
 
 _INF = float("inf")
+_BIG = 10**4000  # an int this large or larger does not cross (its decimal text alone is 4,000 digits)
+
+# One encoder and one decoder for every message: ``json.dumps``/``json.loads`` with options build a new one per
+# call, which costs more than encoding a short message.
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 def tagged_encode(value: object) -> str:
     """The tagged JSON text of ``value`` (exact built-in types only; subclasses are refused)."""
-    return json.dumps(_tag(value, 0), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(_tag(value, 0))
+
+
+def _plain(v: list[object]) -> bool:
+    """Whether every member of a list is a scalar that JSON writes as itself (no tag, nothing to refuse)."""
+    for x in v:
+        t = type(x)
+        if t is str or t is bool or x is None:
+            continue
+        if t is int:
+            if -_BIG < x < _BIG:  # type: ignore[operator]
+                continue
+            return False
+        if t is float and x - x == 0.0:  # finite (inf - inf and nan - nan are nan)  # type: ignore[operator]
+            continue
+        return False
+    return True
 
 
 def _tag(v: object, depth: int) -> object:
@@ -47,7 +68,7 @@ def _tag(v: object, depth: int) -> object:
     if v is None or t is bool or t is str:
         return v
     if t is int:
-        if abs(v) >= 10**4000:  # type: ignore[operator]
+        if abs(v) >= _BIG:  # type: ignore[operator]
             raise TaggedError("integer too large")
         return v
     if t is float:
@@ -55,6 +76,8 @@ def _tag(v: object, depth: int) -> object:
             return v
         return {"$f": "nan" if v != v else ("inf" if v > 0 else "-inf")}  # type: ignore[operator]  # noqa: PLR0124
     if t is list:
+        if _plain(v):  # type: ignore[arg-type]
+            return v
         return [_tag(x, depth + 1) for x in v]  # type: ignore[union-attr]
     if t is tuple:
         return {"$t": [_tag(x, depth + 1) for x in v]}  # type: ignore[union-attr]
@@ -72,7 +95,10 @@ def _tag(v: object, depth: int) -> object:
 
 def _max_depth_exceeded(text: str, limit: int) -> bool:
     """Whether brackets outside strings nest deeper than ``limit`` (a linear scan over the structural
-    characters only; string contents are skipped by their quotes)."""
+    characters only; string contents are skipped by their quotes). A text with no more opening brackets in all
+    than ``limit`` cannot nest deeper: that is counted in C, and most messages end there."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
     depth = 0
     in_str = False
     escaped = False
@@ -141,6 +167,9 @@ def _no_constant(name: str) -> object:
     raise TaggedError(f"{name} is not allowed (non-finite floats travel as tags)")
 
 
+_DECODER = json.JSONDecoder(object_hook=_untag, parse_constant=_no_constant)
+
+
 def tagged_decode(text: str | bytes, *, max_bytes: int = MAX_BYTES) -> object:
     """The value of a tagged JSON text. Raises :class:`TaggedError` for anything else, whatever the input."""
     if len(text) > max_bytes:
@@ -150,7 +179,7 @@ def tagged_decode(text: str | bytes, *, max_bytes: int = MAX_BYTES) -> object:
             text = text.decode("utf-8")
         if _max_depth_exceeded(text, MAX_DEPTH):
             raise TaggedError(f"value nested deeper than {MAX_DEPTH} levels")  # noqa: TRY301
-        return json.loads(text, object_hook=_untag, parse_constant=_no_constant)
+        return _DECODER.decode(text)
     except TaggedError:
         raise
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError) as exc:

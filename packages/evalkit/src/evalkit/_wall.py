@@ -235,6 +235,7 @@ class Zygote:
         self._seccomp = _seccomp_library() if seccomp else None
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
+        self._launched: bool | None = None  # launched and not yet confirmed ready
         self._exits: dict[int, int] = {}
         self._pidfds: dict[int, int | None] = {}
         self._failed: dict[int, str] = {}
@@ -255,6 +256,10 @@ class Zygote:
     def pid(self) -> int | None:
         """The host pid of the process started for the zygote (bubblewrap's, when it is in use)."""
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def payload_source(self) -> str:
+        return self._payload
 
     @property
     def uses_bwrap(self) -> bool:
@@ -328,7 +333,21 @@ class Zygote:
         return [*args, "--", *inner]
 
     def start(self) -> list[str]:
-        """Start the zygote; returns the syscall names of the policy the kernel does not know (skipped)."""
+        """Start the zygote (or finish starting one :meth:`launch` began); returns the syscall names of the policy
+        the kernel does not know (skipped)."""
+        if self._proc is None or self._launched is None:
+            self.launch()
+        self._launched = None
+        msg = self._recv(timeout=30.0)
+        if msg is None or msg[0].get("op") != "ready":
+            self.stop()
+            raise WallError(f"the wall's zygote did not start (see {self._log})")
+        self.denied = [str(x) for x in cast("list[object]", msg[0].get("denied") or [])]
+        return [str(x) for x in cast("list[object]", msg[0].get("unknown") or [])]
+
+    def launch(self) -> None:
+        """Start the zygote's process and return at once: it imports, compiles its filter and warms up while the
+        caller does other work; :meth:`start` then waits for it to be ready."""
         self.stop()
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if not self._use_bwrap:  # no jail root: job directories are made on the host (a tmpfs over each, when it can)
@@ -361,16 +380,11 @@ class Zygote:
         finally:
             child.close()
         self._ctl = host
-        msg = self._recv(timeout=30.0)
-        if msg is None or msg[0].get("op") != "ready":
-            self.stop()
-            raise WallError(f"the wall's zygote did not start (see {self._log})")
-        self.denied = [str(x) for x in cast("list[object]", msg[0].get("denied") or [])]
-        return [str(x) for x in cast("list[object]", msg[0].get("unknown") or [])]
+        self._launched = True
 
     def stop(self) -> None:
         proc, ctl = self._proc, self._ctl
-        self._proc, self._ctl = None, None
+        self._proc, self._ctl, self._launched = None, None, None
         if ctl is not None:
             ctl.close()  # end of file: the zygote kills its jobs and exits
         if proc is not None:
@@ -564,3 +578,37 @@ def describe_status(status: int | None) -> str:
     if os.WIFEXITED(status):
         return f"the process exited with code {os.WEXITSTATUS(status)}"
     return f"the process ended with status {status}"
+
+
+# ----------------------------------------------------------------------------------------- early start
+
+_EARLY: list[Zygote] = []
+_EARLY_LOCK = threading.Lock()
+
+
+def sandbox_payload_source() -> str:
+    return resources.files("evalkit").joinpath("_sandbox_child.py").read_text(encoding="utf-8")
+
+
+def launch_early(count: int) -> None:
+    """Launch ``count`` zygotes of the default sandbox (every layer, the default policy) now, before the caller
+    has imported the rest of what it needs: a command that will grade calls this first, and the sandbox it makes
+    later adopts them (:func:`adopt_early`), already warm. A zygote nobody adopts ends with this process (end of
+    file on its control socket)."""
+    with _EARLY_LOCK:
+        for _ in range(max(0, min(8, count) - len(_EARLY))):
+            zygote = Zygote(WallPolicy(), sandbox_payload_source(), label=f"early-{len(_EARLY)}")
+            try:
+                zygote.launch()
+            except OSError:
+                return
+            _EARLY.append(zygote)
+
+
+def adopt_early(payload_source: str) -> Zygote | None:
+    """A zygote :func:`launch_early` started for the default sandbox with this payload, if one is left."""
+    with _EARLY_LOCK:
+        for i, zygote in enumerate(_EARLY):
+            if zygote.payload_source == payload_source and zygote.pid is not None:
+                return _EARLY.pop(i)
+    return None
