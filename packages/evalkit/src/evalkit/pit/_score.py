@@ -134,6 +134,7 @@ class Scorer:
         self._spend = Decimal(0)
         self._models: set[str] = set()
         self._fallback: dict[str, int] = {}
+        self._tallies: dict[tuple[int, int], tuple[list[float], int, int, int, dict[str, int]]] = {}
 
     def feed(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -221,34 +222,12 @@ class Scorer:
         )
 
     def _score_cell(self, cell: _Cell) -> dict[str, Any]:
-        cfg, calendar, opens = self._in.config, self._in.calendar, self._in.opens
-        returns: list[float] = []
-        unpriced = 0
-        lookahead = lookahead_known = 0
-        by_form: dict[str, int] = {}
-        for row_key, entry_index in cell.trades:
-            truth = self._in.answers[row_key]
-            form = str(truth["form"])
-            by_form[form] = by_form.get(form, 0) + 1
-            entry = calendar.all[entry_index]
-            accepted: dt.datetime | None = truth.get("acceptance_at")
-            if accepted is not None:
-                lookahead_known += 1
-                if entry.open < accepted:
-                    lookahead += 1
-            if opens is None:
-                continue
-            exit_index = entry_index + cfg.hold_sessions
-            ticker = truth.get("ticker")
-            if not ticker or exit_index >= len(calendar):
-                unpriced += 1
-                continue
-            p_in = opens.get((ticker, entry.date))
-            p_out = opens.get((ticker, calendar.all[exit_index].date))
-            if p_in is None or p_out is None:
-                unpriced += 1
-                continue
-            returns.append(p_out / p_in - 1.0)
+        key = (id(cell), len(cell.trades))
+        tally = self._tallies.get(key)
+        if tally is None:  # a cell's trades are final once the next cell starts: the run scores them once
+            tally = self._tallies[key] = self._tally(cell)
+        returns, unpriced, lookahead, lookahead_known, by_form = tally
+        opens = self._in.opens
         return {
             "arm": cell.arm,
             "clock": cell.clock,
@@ -266,6 +245,39 @@ class Scorer:
             "rows_in_cell": cell.rows,
             "pit_fallback_rows": cell.fallback_rows if cell.clock == "pit" else 0,
         }
+
+    def _tally(self, cell: _Cell) -> tuple[list[float], int, int, int, dict[str, int]]:
+        """The returns, unpriced, look-ahead and per-form counts of a cell's trades."""
+        cfg, calendar, opens, answers = self._in.config, self._in.calendar, self._in.opens, self._in.answers
+        sessions = calendar.all
+        returns: list[float] = []
+        unpriced = 0
+        lookahead = lookahead_known = 0
+        by_form: dict[str, int] = {}
+        for row_key, entry_index in cell.trades:
+            truth = answers[row_key]
+            form = str(truth["form"])
+            by_form[form] = by_form.get(form, 0) + 1
+            entry = sessions[entry_index]
+            accepted: dt.datetime | None = truth.get("acceptance_at")
+            if accepted is not None:
+                lookahead_known += 1
+                if entry.open < accepted:
+                    lookahead += 1
+            if opens is None:
+                continue
+            exit_index = entry_index + cfg.hold_sessions
+            ticker = truth.get("ticker")
+            if not ticker or exit_index >= len(sessions):
+                unpriced += 1
+                continue
+            p_in = opens.get((ticker, entry.date))
+            p_out = opens.get((ticker, sessions[exit_index].date))
+            if p_in is None or p_out is None:
+                unpriced += 1
+                continue
+            returns.append(p_out / p_in - 1.0)
+        return returns, unpriced, lookahead, lookahead_known, by_form
 
     def _probe(self) -> dict[str, Any]:
         cfg = self._in.config

@@ -18,12 +18,12 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import polars as pl
 
 from evalkit.pit._tool_specs import MAX_LIMIT, TOOL_NAMES, tool_specs
-from evalkit_core import Calendar, Clock, Session, ShiftMap, format_instant, with_entry
+from evalkit_core import Calendar, Clock, ShiftMap, format_instant, with_entry
 from evalkit_core.models import Completion, Request
 
 __all__ = ["TOOL_NAMES", "CellView", "Toolbox", "tool_specs"]
@@ -32,6 +32,22 @@ _DISPLAY_ORDER = (
     "row_key", "form", "title", "issuer", "cik", "partition_date", "published_at", "acceptance_at",
     "disseminated_at", "accession", "url",
 )
+
+
+_BLOCK = 2048  # rows rendered together
+
+
+def _as_text(name: str, dtype: pl.DataType, alias: str) -> pl.Expr:
+    """Instants as ``YYYY-MM-DDTHH:MM:SSZ`` in UTC (whole seconds), dates as ``YYYY-MM-DD``; other columns as they
+    are."""
+    col = pl.col(name)
+    if isinstance(dtype, pl.Datetime):
+        if dtype.time_zone is None:
+            col = col.dt.replace_time_zone("UTC")
+        return col.dt.convert_time_zone("UTC").dt.strftime("%Y-%m-%dT%H:%M:%SZ").alias(alias)
+    if dtype == pl.Date:
+        return col.dt.strftime("%Y-%m-%d").alias(alias)
+    return col.alias(alias)
 
 
 class CellView:
@@ -72,7 +88,8 @@ class CellView:
         self.by_form_entry: dict[str, list[int]] = {f: [self.entry_index[i] for i in idx] for f, idx in self.by_form.items()}
         self.fallback_rows = int(ordered.get_column("known_at_fallback").sum())
         self._haystack: pl.Series | None = None
-        self._rendered: dict[int, dict[str, Any]] = {}
+        self._blocks: dict[int, list[dict[str, Any]]] = {}
+        self._entry_texts: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self.row_keys)
@@ -107,31 +124,47 @@ class CellView:
         return bisect.bisect_right(self.entry_index, session_index)
 
     def render(self, i: int) -> dict[str, Any]:
-        """Row ``i`` as the agent sees it: nulls dropped, dates ISO, instants ``...Z``, plus known_at/entry_session."""
-        cached = self._rendered.get(i)
-        if cached is not None:
-            return dict(cached)
-        raw = self.frame.row(i, named=True)
-        out: dict[str, Any] = {}
-        for key in _DISPLAY_ORDER:
-            v = raw.get(key)
-            if v is None:
-                continue
-            if isinstance(v, dt.datetime):
-                out[key] = format_instant(v)
-            elif isinstance(v, dt.date):
-                out[key] = v.isoformat()
-            else:
-                out[key] = v
-        entry: Session = self.calendar.all[cast("int", raw["entry_index"])]
-        if self.shift is not None:
-            out["known_at"] = format_instant(cast("dt.datetime", raw["shown_known_at"]))
-            out["entry_session"] = self.shift.session_date(entry.date).isoformat()
-        else:
-            out["known_at"] = format_instant(cast("dt.datetime", raw["known_at"]))
-            out["entry_session"] = entry.date.isoformat()
-        self._rendered[i] = out
-        return dict(out)
+        """Row ``i`` as the agent sees it: nulls dropped, dates ISO, instants ``...Z``, plus known_at/entry_session.
+
+        Rows are rendered a block at a time with polars' vectorised formatting (the same text as
+        :func:`evalkit_core.format_instant` and ``date.isoformat``) and kept: a cell asks for most of its rows."""
+        block, j = divmod(i, _BLOCK)
+        rows = self._blocks.get(block)
+        if rows is None:
+            rows = self._blocks[block] = self._render_block(block)
+        return dict(rows[j])
+
+    def _render_block(self, block: int) -> list[dict[str, Any]]:
+        part = self.frame.slice(block * _BLOCK, _BLOCK)
+        schema = part.schema
+        names = [key for key in _DISPLAY_ORDER if key in schema]
+        known = "shown_known_at" if self.shift is not None else "known_at"
+        texts = part.select(
+            [_as_text(key, schema[key], key) for key in names] + [_as_text(known, schema[known], "known_at")]
+        )
+        # the columns with a null in this block: a row drops its nulls (known_at is never one)
+        nullable = [(i, key) for i, key in enumerate(names) if texts.get_column(key).null_count()]
+        entries: list[int] = part.get_column("entry_index").to_list()
+        rows: list[dict[str, Any]] = []
+        entry_text = self._entry_text
+        for values, entry in zip(texts.rows(), entries, strict=True):
+            # values ends with known_at, one more than names: zip stops before it
+            out = dict(zip(names, values, strict=False))
+            for i, key in nullable:
+                if values[i] is None:
+                    del out[key]
+            out["known_at"] = values[-1]
+            out["entry_session"] = entry_text(entry)
+            rows.append(out)
+        return rows
+
+    def _entry_text(self, index: int) -> str:
+        text = self._entry_texts.get(index)
+        if text is None:
+            day = self.calendar.all[index].date
+            text = (self.shift.session_date(day) if self.shift is not None else day).isoformat()
+            self._entry_texts[index] = text
+        return text
 
     def haystack(self) -> pl.Series:
         if self._haystack is None:
