@@ -353,3 +353,23 @@ def test_rounding_to_six_decimals(value: float) -> None:
     n = normalize(value)
     assert abs(n - value) <= 5e-7 + abs(value) * 1e-15
     assert n == round(value, 6)
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=6),
+        st.one_of(st.text(max_size=8), st.none(), st.booleans()),
+        max_size=8,
+    )
+)
+def test_dicts_of_text_leaves_equal_rfc8785(d: dict[str, object]) -> None:
+    """The fast path for dicts of text leaves (rendered rows) sorts and escapes as JCS does, whatever the keys."""
+    assert canonical_bytes(d) == rfc8785.dumps(d)
+    assert canonical_bytes({"rows": [d, d]}) == rfc8785.dumps({"rows": [d, d]})
+
+
+def test_dict_of_text_leaves_with_a_non_string_key_names_it() -> None:
+    with pytest.raises(CanonicalError, match="key 1 at /rows/0 is not a string"):
+        canonical_bytes({"rows": [{"a": "x", 1: "y"}]})
+    # a key beyond the BMP's low range still sorts by UTF-16 code units
+    assert canonical_bytes({"\U0001f600": "a", "\uffff": "b"}) == rfc8785.dumps({"\U0001f600": "a", "\uffff": "b"})

@@ -239,7 +239,7 @@ def bench_pit_list(release_path: Path, calls: int) -> None:
     for label, record in (("toolbox only", nothing), ("with trajectory line", serialise)):
         tb = Toolbox(view, s_idx, record)
         tb.pit_list(limit=20)  # warm
-        view._rendered.clear()  # cold render cache: every row rendered afresh at least once
+        view._blocks.clear()  # cold render cache: every row rendered afresh at least once
         t = time.perf_counter()
         for limit, offset, form in args:
             tb.pit_list(limit=limit, offset=offset, form=form)

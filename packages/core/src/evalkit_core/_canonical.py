@@ -32,6 +32,7 @@ _INT_LIMIT = 2**53 - 1
 _SMALL_FLOAT = 1e-4
 _ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
 _CHUNK = 1 << 20
+_TEXT_LEAVES = frozenset({str, type(None), bool})
 
 
 def _where(path: tuple[str | int, ...]) -> str:
@@ -69,8 +70,18 @@ class _Normalizer:
                 raise _NotPlain
             return self.float(f, ())
         if t is dict:
+            d = cast("dict[object, object]", v)
+            # A dict of text leaves under ASCII keys (most of a trajectory: rendered rows) is copied as it is, with
+            # the checks done by C loops (map, set, join) instead of one Python step per item.
+            if set(map(type, d.values())) <= _TEXT_LEAVES:
+                try:
+                    ascii_keys = "".join(cast("dict[str, object]", d)).isascii()
+                except TypeError:  # a key that is not a string
+                    raise _NotPlain from None
+                if ascii_keys:
+                    return dict(d)
             out: dict[str, Any] = {}
-            for k, item in cast("dict[object, object]", v).items():
+            for k, item in d.items():
                 if type(k) is not str:
                     raise _NotPlain
                 if not k.isascii() and max(k) >= "\ud800":
