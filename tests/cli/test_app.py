@@ -34,3 +34,19 @@ def test_pit_harness_alias_lists_its_commands() -> None:
     assert proc.returncode == 0
     for cmd in ("run", "verify", "export"):
         assert cmd in proc.stdout
+
+
+def test_shell_completion_is_on() -> None:
+    """typer's own completion: the options are listed, and the completion protocol completes command names."""
+    from pathlib import Path
+
+    evalkit = str(Path(sys.executable).parent / "evalkit")
+    helptext = subprocess.run([evalkit, "--help"], capture_output=True, text=True, check=False).stdout
+    assert "--install-completion" in helptext
+    assert "--show-completion" in helptext
+    script = subprocess.run([evalkit, "--show-completion", "bash"], capture_output=True, text=True, check=False)
+    assert script.returncode == 0
+    assert "_evalkit_completion" in script.stdout
+    env = {"_EVALKIT_COMPLETE": "complete_bash", "COMP_WORDS": "evalkit bu", "COMP_CWORD": "1", "PATH": "/usr/bin:/bin"}
+    words = subprocess.run([evalkit], capture_output=True, text=True, env=env, check=False).stdout.split()
+    assert sorted(words) == ["budget", "bundle"]

@@ -19,14 +19,14 @@ app = typer.Typer(
     name="evalkit",
     help="evalkit: evaluation you can re-check. The point-in-time harness and the verifier stack.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
 )
 pit_app = typer.Typer(
     name="pit-harness",
     help="pit-harness: the point-in-time commands of evalkit (run, verify, export).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
