@@ -289,6 +289,33 @@ def test_federal_holidays_2021_and_2022_exactly() -> None:
     ]
 
 
+def _rule_holidays(year: int) -> frozenset[dt.date]:
+    """The hand-written rules evalkit used before pandas' calendar (kept here as the reference it must equal)."""
+
+    def nth(month: int, weekday: int, n: int) -> dt.date:
+        first = D(year, month, 1)
+        return first + dt.timedelta(days=(weekday - first.weekday()) % 7 + 7 * (n - 1))
+
+    def last(month: int, weekday: int) -> dt.date:
+        end = D(year + (month == 12), month % 12 + 1, 1) - dt.timedelta(days=1)
+        return end - dt.timedelta(days=(end.weekday() - weekday) % 7)
+
+    def observed(day: dt.date) -> dt.date:
+        return day + dt.timedelta(days={5: -1, 6: 1}.get(day.weekday(), 0))
+
+    days = {nth(1, 0, 3), nth(2, 0, 3), last(5, 0), observed(D(year, 7, 4)), nth(9, 0, 1), nth(10, 0, 2),
+            observed(D(year, 11, 11)), nth(11, 3, 4), observed(D(year, 12, 25))}
+    if year >= 2021:
+        days.add(observed(D(year, 6, 19)))
+    days |= {d for d in (observed(D(year, 1, 1)), observed(D(year + 1, 1, 1))) if d.year == year}
+    return frozenset(days)
+
+
+def test_federal_holidays_from_pandas_equal_the_old_rules_over_the_whole_span() -> None:
+    for year in range(CALENDAR_SPAN[0].year, CALENDAR_SPAN[1].year + 1):
+        assert us_federal_holidays(year) == _rule_holidays(year), year
+
+
 def test_no_juneteenth_before_2021() -> None:
     assert all(d.month != 6 for d in us_federal_holidays(2020))
 

@@ -268,57 +268,31 @@ def next_session_after(instant: dt.datetime) -> Session:
 # --- SEC business days -------------------------------------------------------------------------------------
 
 
-def _nth_weekday(year: int, month: int, weekday: int, n: int) -> dt.date:
-    first = dt.date(year, month, 1)
-    return first + dt.timedelta(days=(weekday - first.weekday()) % 7 + 7 * (n - 1))
+@functools.cache
+def _federal_holiday_table() -> frozenset[dt.date]:
+    """pandas' ``USFederalHolidayCalendar`` over the calendar span (and a year either side, for New Year's Day
+    observed on the 31 December before): the observed dates of 5 U.S.C. 6103, Juneteenth from 2021."""
+    from pandas.tseries.holiday import USFederalHolidayCalendar
 
-
-def _last_weekday(year: int, month: int, weekday: int) -> dt.date:
-    nxt = dt.date(year + (month == 12), month % 12 + 1, 1)
-    last = nxt - dt.timedelta(days=1)
-    return last - dt.timedelta(days=(last.weekday() - weekday) % 7)
-
-
-def _observed(day: dt.date) -> dt.date:
-    if day.weekday() == 5:
-        return day - dt.timedelta(days=1)
-    if day.weekday() == 6:
-        return day + dt.timedelta(days=1)
-    return day
+    days = USFederalHolidayCalendar().holidays(
+        start=dt.date(CALENDAR_SPAN[0].year - 1, 1, 1), end=dt.date(CALENDAR_SPAN[1].year + 1, 12, 31)
+    )
+    return frozenset(d.date() for d in days)
 
 
 @functools.cache
 def us_federal_holidays(year: int) -> frozenset[dt.date]:
-    """Observed US federal holidays in ``year`` (5 U.S.C. 6103; Juneteenth from 2021).
+    """Observed US federal holidays in ``year`` (5 U.S.C. 6103; Juneteenth from 2021), from pandas'
+    ``USFederalHolidayCalendar``.
 
     A fixed-date holiday on a Saturday is observed the Friday before (so 1 January on a Saturday is observed on
     31 December of the year before, and belongs to that year's set), on a Sunday the Monday after.
     """
-    mon, thu = 0, 3
-    days = {
-        _nth_weekday(year, 1, mon, 3),  # Birthday of Martin Luther King, Jr.
-        _nth_weekday(year, 2, mon, 3),  # Washington's Birthday
-        _last_weekday(year, 5, mon),  # Memorial Day
-        _observed(dt.date(year, 7, 4)),
-        _nth_weekday(year, 9, mon, 1),  # Labor Day
-        _nth_weekday(year, 10, mon, 2),  # Columbus Day
-        _observed(dt.date(year, 11, 11)),
-        _nth_weekday(year, 11, thu, 4),  # Thanksgiving
-        _observed(dt.date(year, 12, 25)),
-    }
-    if year >= 2021:
-        days.add(_observed(dt.date(year, 6, 19)))
-    new_year = _observed(dt.date(year, 1, 1))
-    if new_year.year == year:
-        days.add(new_year)
-    next_new_year = _observed(dt.date(year + 1, 1, 1))
-    if next_new_year.year == year:
-        days.add(next_new_year)
-    return frozenset(days)
+    return frozenset(d for d in _federal_holiday_table() if d.year == year)
 
 
 def is_sec_business_day(day: dt.date) -> bool:
-    # The holiday rules above are today's (MLK Day from 1986, Juneteenth from 2021, ...): outside the
+    # The holiday rules are today's (MLK Day from 1986, Juneteenth from 2021, ...): outside the
     # calendar span they would answer wrongly, so refuse as the session functions do.
     if not (CALENDAR_SPAN[0] <= day <= CALENDAR_SPAN[1]):
         raise ConfigError(
