@@ -750,3 +750,39 @@ def test_a_consistently_restamped_cache_is_what_verify_exists_for(rel: Path) -> 
     _poison_answer_key(cdir, restamp=True)
     assert not Release.load(rel).answer_key.equals(truth.answer_key)
     assert Release.load(rel, use_cache=False).answer_key.equals(truth.answer_key)
+
+
+def test_load_by_release_name_from_the_releases_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shelf = tmp_path / "shelf"
+    make(shelf / "dir-name", name="manifest-name")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVALKIT_RELEASES", str(shelf))
+    by_dir = Release.load("dir-name")
+    by_manifest = Release.load("manifest-name")
+    assert by_dir.root == by_manifest.root == (shelf / "dir-name").resolve()
+    assert by_dir.name == "manifest-name"
+    # a path that exists wins over a name; a path with a separator is never a name
+    local = make(tmp_path / "manifest-name", name="local")
+    assert Release.load("manifest-name").root == local.resolve()
+    with pytest.raises(ReleaseError, match="release directory not found"):
+        Release.load("sub/dir-name")
+    # an unknown name lists what is there, and says where it looked
+    with pytest.raises(ReleaseError) as exc:
+        Release.load("nope")
+    message = str(exc.value)
+    assert "no release of that name in" in message
+    assert str(shelf) in message
+    assert "releases there: dir-name, manifest-name" in message
+
+
+def test_releases_directory_defaults_under_evalkit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVALKIT_RELEASES", raising=False)
+    monkeypatch.setenv("EVALKIT_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / "home" / "releases" / "r1")
+    assert Release.load("r1").root == (tmp_path / "home" / "releases" / "r1").resolve()
+    with pytest.raises(ReleaseError, match=r"releases there: r1, test-release"):
+        Release.load("r2")
+    monkeypatch.setenv("EVALKIT_HOME", str(tmp_path / "empty"))
+    with pytest.raises(ReleaseError, match="releases there: none"):
+        Release.load("r1")

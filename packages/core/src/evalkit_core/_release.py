@@ -49,6 +49,7 @@ __all__ = [
     "ARM_FILES",
     "MANIFEST_FILE",
     "MASKS_FILE",
+    "RELEASES_ENV",
     "RELEASE_FORMAT",
     "SHIFT_YEARS",
     "Filing",
@@ -60,6 +61,8 @@ __all__ = [
     "check_release",
     "format_instant",
     "parse_instant",
+    "releases_dir",
+    "resolve_release",
     "row_key_for",
     "row_key_secret",
     "write_release",
@@ -334,6 +337,53 @@ def write_release(
 # --- loading -----------------------------------------------------------------------------------------------
 
 
+RELEASES_ENV = "EVALKIT_RELEASES"
+
+
+def releases_dir() -> Path:
+    """Where releases are found by name: ``$EVALKIT_RELEASES``, else ``releases/`` under ``$EVALKIT_HOME`` (itself
+    ``.evalkit/`` in the working directory by default)."""
+    from evalkit_core.store._store import evalkit_home
+
+    configured = os.environ.get(RELEASES_ENV)
+    return Path(configured) if configured else evalkit_home() / "releases"
+
+
+def _named_releases(directory: Path) -> dict[str, Path]:
+    """The releases directly under ``directory``: each by its directory name and by its manifest's name."""
+    found: dict[str, Path] = {}
+    if not directory.is_dir():
+        return found
+    for child in sorted(directory.iterdir()):
+        manifest = child / MANIFEST_FILE
+        if not manifest.is_file():
+            continue
+        found.setdefault(child.name, child)
+        with contextlib.suppress(OSError, ValueError):
+            name = json.loads(manifest.read_bytes()).get("name")
+            if isinstance(name, str) and name:
+                found.setdefault(name, child)
+    return found
+
+
+def resolve_release(name_or_path: str | Path) -> Path:
+    """A release directory from a path, or from a release name looked up in :func:`releases_dir` (a directory of
+    that name there, or a release whose manifest is named so). A path that exists always wins."""
+    path = Path(name_or_path)
+    if path.exists() or len(path.parts) != 1 or str(name_or_path).startswith("."):
+        return path
+    directory = releases_dir()
+    named = _named_releases(directory)
+    if str(name_or_path) in named:
+        return named[str(name_or_path)]
+    where = f"${RELEASES_ENV}" if os.environ.get(RELEASES_ENV) else f"$EVALKIT_HOME/releases (set ${RELEASES_ENV} to change it)"
+    have = ", ".join(sorted(named)) if named else "none"
+    raise ReleaseError(
+        f"{name_or_path}: no release directory at this path, and no release of that name in {directory} ({where}); "
+        f"releases there: {have}"
+    )
+
+
 def _read_manifest(root: Path) -> dict[str, Any]:
     if not root.is_dir():
         raise ReleaseError(f"{root}: release directory not found")
@@ -549,8 +599,9 @@ class Release:
         use_cache: bool = True,
     ) -> Release:
         """Load a release, checking its digests, and keep the rows of ``forms`` with ``partition_date`` in
-        [start, end] (main-arm dates; the control arms follow on ``row_key``)."""
-        root = Path(path).resolve()
+        [start, end] (main-arm dates; the control arms follow on ``row_key``). ``path`` is a release directory,
+        or a release's name looked up in :func:`releases_dir` (``$EVALKIT_RELEASES``)."""
+        root = resolve_release(path).resolve()
         manifest = _read_manifest(root)
         actual = _manifest_digest(manifest)
         if actual != manifest["content_digest"]:
