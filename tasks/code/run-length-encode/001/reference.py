@@ -5,6 +5,6 @@ def rle_encode(s: str) -> str:
         j = i
         while j < len(s) and s[j] == s[i]:
             j += 1
-        out.append(f"{j - i}{s[i]}")
+        out.append(f"{s[i]}{j - i}")
         i = j
     return "".join(out)
