@@ -410,3 +410,32 @@ def test_block_rendering_equals_rendering_each_value(views):
         got = view.render(0)
         got["row_key"] = "changed"
         assert view.render(0)["row_key"] != "changed"  # callers get a copy
+
+
+def test_shared_arm_rows_and_clock_order_render_what_a_lone_view_renders(
+    synth_release: Release, views: dict[tuple[str, str], CellView]
+) -> None:
+    """A run formats an arm's rows once for its three cells and orders the rows once per clock for its three arms:
+    every row of every cell must read exactly as a view built alone renders it (values, key order, nulls dropped),
+    and a returned row is the caller's own (changing it changes nothing the next caller sees)."""
+    from evalkit.pit._toolbox import ArmRows, clock_order
+
+    cal = nyse()
+    main = synth_release.arm("main")
+    orders = {c: clock_order(main, Clock(c), cal) for c in CLOCKS}
+    for a in ARMS:
+        frame = synth_release.arm(a)
+        shared = ArmRows(frame)
+        for c in CLOCKS:
+            view = CellView(a, Clock(c), frame, main, cal, synth_release.shift, shared, orders[c])
+            alone = views[(a, c)]
+            assert view.row_keys == alone.row_keys
+            assert view.entry_index == alone.entry_index
+            for i in range(len(view)):
+                got, want = view.render(i), alone.render(i)
+                assert list(got.items()) == list(want.items()), (a, c, i)
+            first = view.render(0)
+            first["title"] = "changed"
+            assert view.render(0) == alone.render(0)
+    with pytest.raises(ValueError, match="this arm's frame"):
+        CellView("main", Clock("pit"), main, main, cal, None, ArmRows(synth_release.arm("redacted")))

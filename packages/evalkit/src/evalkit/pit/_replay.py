@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
+import polars as pl
 
 from evalkit.pit._config import RunConfig
 from evalkit.pit._probe import choose_items, probe_prompt
@@ -26,7 +27,7 @@ from evalkit.pit._runner import (
     run_start_event,
     session_prompt,
 )
-from evalkit.pit._toolbox import CellView, Toolbox
+from evalkit.pit._toolbox import ArmRows, CellView, Toolbox, clock_order
 from evalkit_core import ARMS, Calendar, Clock, Release, canonical_bytes
 
 __all__ = ["EVENT_TYPES", "replay_trajectory"]
@@ -152,12 +153,18 @@ def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date]) ->
     main = release.arm("main")
     pclock = probe_clock(cfg)
     tables: dict[Clock, Mapping[str, int]] = {}
+    orders: dict[Clock, pl.DataFrame] = {}
     for arm in (a for a in ARMS if a in cfg.arms):
+        frame = release.arm(arm)
+        rows = ArmRows(frame)  # formatted once for the arm's cells, as the run did
         for clock_name in cfg.clocks:
             if walk.stopped:
                 break
             clock = Clock(clock_name)
-            view = CellView(arm, clock, release.arm(arm), main, calendar, release.shift)
+            order = orders.get(clock)
+            if order is None:
+                order = orders[clock] = clock_order(main, clock, calendar)
+            view = CellView(arm, clock, frame, main, calendar, release.shift, rows, order)
             entries = tables.setdefault(clock, entry_table(release, clock, calendar))
             walk.take("cell_start", cell_start_event(view))
             for s_idx in indices:

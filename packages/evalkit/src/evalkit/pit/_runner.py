@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import IO, Any
 
 import attrs
+import polars as pl
 
 from evalkit.pit._agents import Agent, AgentReply, AgentSpecError
 from evalkit.pit._bindings import agent_code, environment, harness_block
@@ -27,7 +28,7 @@ from evalkit.pit._jail import AgentError, AgentJail, AgentLimits, AgentProcess, 
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
 from evalkit.pit._score import RECEIPT_VERSION, BodyInputs, ScoreInputs, Scorer, assemble_body
-from evalkit.pit._toolbox import CellView, Toolbox
+from evalkit.pit._toolbox import ArmRows, CellView, Toolbox, clock_order
 from evalkit_core import (
     ARMS,
     Calendar,
@@ -406,10 +407,16 @@ class _RunState:
         main = self.release.arm("main")
         total = len(self.config.arms) * len(self.config.clocks) * len(self.sessions)
         done = 0
+        orders: dict[Clock, pl.DataFrame] = {}  # each clock's order of the rows, computed once for its cells
         for arm in (a for a in ARMS if a in self.config.arms):
+            frame = self.release.arm(arm)
+            rows = ArmRows(frame)  # the arm's rows are formatted once for its cells (and dropped after them)
             for clock_name in self.config.clocks:
                 clock = Clock(clock_name)
-                view = CellView(arm, clock, self.release.arm(arm), main, self.calendar, self.release.shift)
+                order = orders.get(clock)
+                if order is None:
+                    order = orders[clock] = clock_order(main, clock, self.calendar)
+                view = CellView(arm, clock, frame, main, self.calendar, self.release.shift, rows, order)
                 try:
                     self._run_cell(view, progress, done, total)
                 except _Stop:

@@ -26,7 +26,7 @@ from evalkit.pit._tool_specs import MAX_LIMIT, TOOL_NAMES, tool_specs
 from evalkit_core import Calendar, Clock, ShiftMap, format_instant, with_entry
 from evalkit_core.models import Completion, Request
 
-__all__ = ["TOOL_NAMES", "CellView", "Toolbox", "tool_specs"]
+__all__ = ["TOOL_NAMES", "ArmRows", "CellView", "Toolbox", "clock_order", "tool_specs"]
 
 _DISPLAY_ORDER = (
     "row_key", "form", "title", "issuer", "cik", "partition_date", "published_at", "acceptance_at",
@@ -35,6 +35,7 @@ _DISPLAY_ORDER = (
 
 
 _BLOCK = 2048  # rows rendered together
+_ARM_POS = "_arm_position"  # a row's position in its arm frame, carried through a cell's ordering
 
 
 def _as_text(name: str, dtype: pl.DataType, alias: str) -> pl.Expr:
@@ -50,6 +51,58 @@ def _as_text(name: str, dtype: pl.DataType, alias: str) -> pl.Expr:
     return col.alias(alias)
 
 
+_ENTRY_FIELDS = ("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
+
+
+def clock_order(main_frame: pl.DataFrame, clock: Clock, calendar: Calendar) -> pl.DataFrame:
+    """The main arm's row keys in the order ``clock`` makes them visible (entry session, then ``known_at``, then
+    ``row_key``), with their entry: every arm's cell under ``clock`` uses this order (control arms use the main arm's
+    clocks)."""
+    entries = with_entry(main_frame.select(_ENTRY_FIELDS), clock, calendar)
+    return entries.select("row_key", "known_at", "known_at_fallback", "entry_index", "entry_date").sort(
+        ["entry_index", "known_at", "row_key"]
+    )
+
+
+class ArmRows:
+    """One arm's rows as the agent sees them, less the two fields a clock decides (``known_at`` and
+    ``entry_session``): nulls dropped, dates ISO, instants ``...Z``. The cells of one arm share one, so a row's text
+    is formatted once per arm instead of once per cell.
+
+    Rows are rendered a block at a time (in the arm frame's order) with polars' vectorised formatting (the same text
+    as :func:`evalkit_core.format_instant` and ``date.isoformat``) and kept: a run asks for most of them."""
+
+    def __init__(self, arm_frame: pl.DataFrame) -> None:
+        self.frame = arm_frame
+        self._blocks: dict[int, list[dict[str, Any]]] = {}
+
+    def row(self, position: int) -> dict[str, Any]:
+        """The rendered row at ``position`` of the arm frame (shared: callers copy before they change it)."""
+        block, j = divmod(position, _BLOCK)
+        rows = self._blocks.get(block)
+        if rows is None:
+            rows = self._blocks[block] = self._render_block(block)
+        return rows[j]
+
+    def _render_block(self, block: int) -> list[dict[str, Any]]:
+        part = self.frame.slice(block * _BLOCK, _BLOCK)
+        schema = part.schema
+        names = [key for key in _DISPLAY_ORDER if key in schema]
+        texts = part.select([_as_text(key, schema[key], key) for key in names])
+        # the columns with a null in this block: a row drops its nulls
+        nullable = [(i, key) for i, key in enumerate(names) if texts.get_column(key).null_count()]
+        if not nullable:
+            return [dict(zip(names, values, strict=True)) for values in texts.rows()]
+        rows: list[dict[str, Any]] = []
+        for values in texts.rows():
+            out = dict(zip(names, values, strict=True))
+            for i, key in nullable:
+                if values[i] is None:
+                    del out[key]
+            rows.append(out)
+        return rows
+
+
 class CellView:
     """One arm's rows ordered by the entry sessions of one clock (the main arm's clock, joined on row_key)."""
 
@@ -61,23 +114,27 @@ class CellView:
         main_frame: pl.DataFrame,
         calendar: Calendar,
         shift: ShiftMap | None = None,
+        rows: ArmRows | None = None,
+        order: pl.DataFrame | None = None,
     ) -> None:
+        """``rows``: the arm's rendered rows, shared with the arm's other cells; it must wrap ``arm_frame`` itself.
+        ``order``: :func:`clock_order` of ``main_frame`` under ``clock``, shared with the clock's other cells."""
         if arm == "shifted" and shift is None:
             raise ValueError("the shifted arm needs the release's shift map")
+        if rows is not None and rows.frame is not arm_frame:
+            raise ValueError("rows must render this arm's frame")
         self.arm = arm
         self.clock = clock
         self.calendar = calendar
         self.shift = shift if arm == "shifted" else None
-        fields = ("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
-        entries = with_entry(main_frame.select(fields), clock, calendar)
-        ordered = (
-            entries.select("row_key", "known_at", "known_at_fallback", "entry_index", "entry_date")
-            .join(arm_frame, on="row_key", how="inner")
-            .sort(["entry_index", "known_at", "row_key"])
-        )
+        if order is None:
+            order = clock_order(main_frame, clock, calendar)
+        ordered = order.join(arm_frame.with_row_index(_ARM_POS), on="row_key", how="inner", maintain_order="left")
         if self.shift is not None:
-            ordered = self._with_shifted_known_at(ordered, arm_frame.select(fields), clock, calendar, self.shift)
+            ordered = self._with_shifted_known_at(ordered, arm_frame.select(_ENTRY_FIELDS), clock, calendar, self.shift)
         self.frame = ordered
+        self.rows = rows if rows is not None else ArmRows(arm_frame)
+        self._arm_pos: list[int] = ordered.get_column(_ARM_POS).to_list()
         self.entry_index: list[int] = ordered.get_column("entry_index").to_list()
         self.row_keys: list[str] = ordered.get_column("row_key").to_list()
         self.position: dict[str, int] = {k: i for i, k in enumerate(self.row_keys)}
@@ -88,7 +145,7 @@ class CellView:
         self.by_form_entry: dict[str, list[int]] = {f: [self.entry_index[i] for i in idx] for f, idx in self.by_form.items()}
         self.fallback_rows = int(ordered.get_column("known_at_fallback").sum())
         self._haystack: pl.Series | None = None
-        self._blocks: dict[int, list[dict[str, Any]]] = {}
+        self._known: dict[int, list[str]] = {}
         self._entry_texts: dict[int, str] = {}
 
     def __len__(self) -> int:
@@ -124,39 +181,18 @@ class CellView:
         return bisect.bisect_right(self.entry_index, session_index)
 
     def render(self, i: int) -> dict[str, Any]:
-        """Row ``i`` as the agent sees it: nulls dropped, dates ISO, instants ``...Z``, plus known_at/entry_session.
-
-        Rows are rendered a block at a time with polars' vectorised formatting (the same text as
-        :func:`evalkit_core.format_instant` and ``date.isoformat``) and kept: a cell asks for most of its rows."""
+        """Row ``i`` as the agent sees it: the arm's rendered row (nulls dropped, dates ISO, instants ``...Z``) plus
+        this cell's ``known_at`` and ``entry_session``; a new dict each call."""
         block, j = divmod(i, _BLOCK)
-        rows = self._blocks.get(block)
-        if rows is None:
-            rows = self._blocks[block] = self._render_block(block)
-        return dict(rows[j])
-
-    def _render_block(self, block: int) -> list[dict[str, Any]]:
-        part = self.frame.slice(block * _BLOCK, _BLOCK)
-        schema = part.schema
-        names = [key for key in _DISPLAY_ORDER if key in schema]
-        known = "shown_known_at" if self.shift is not None else "known_at"
-        texts = part.select(
-            [_as_text(key, schema[key], key) for key in names] + [_as_text(known, schema[known], "known_at")]
-        )
-        # the columns with a null in this block: a row drops its nulls (known_at is never one)
-        nullable = [(i, key) for i, key in enumerate(names) if texts.get_column(key).null_count()]
-        entries: list[int] = part.get_column("entry_index").to_list()
-        rows: list[dict[str, Any]] = []
-        entry_text = self._entry_text
-        for values, entry in zip(texts.rows(), entries, strict=True):
-            # values ends with known_at, one more than names: zip stops before it
-            out = dict(zip(names, values, strict=False))
-            for i, key in nullable:
-                if values[i] is None:
-                    del out[key]
-            out["known_at"] = values[-1]
-            out["entry_session"] = entry_text(entry)
-            rows.append(out)
-        return rows
+        known = self._known.get(block)
+        if known is None:
+            name = "shown_known_at" if self.shift is not None else "known_at"
+            part = self.frame.slice(block * _BLOCK, _BLOCK)
+            known = self._known[block] = part.select(_as_text(name, part.schema[name], "known_at")).to_series().to_list()
+        out = {**self.rows.row(self._arm_pos[i])}
+        out["known_at"] = known[j]
+        out["entry_session"] = self._entry_text(self.entry_index[i])
+        return out
 
     def _entry_text(self, index: int) -> str:
         text = self._entry_texts.get(index)
