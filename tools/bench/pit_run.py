@@ -5,8 +5,11 @@
 Builds (once; reused when present) a synthetic release of 287,929 rows over 2022-11-01..2023-03-31 with
 ``evalkit_core._synth.write_synth_release``, then measures, each in a fresh child process:
 
-  (a) the stub over 2023-03-01..2023-03-10, forms 8-K, 9 cells      target < 1 s
+  (a) the stub over 2023-03-01..2023-03-10, forms 8-K, 9 cells      target < 1 s of harness beyond the agent
   (b) the stub over the full window, all forms, 9 cells               target < 60 s and < 2 GB
+
+Each is judged both ways: on load + run (the agent's own time included, the stricter reading) and on load + run
+less the agent's own time (the issue's wording for (a): "harness overhead beyond the agent's own time").
 
 and, in another fresh child each, ``evalkit verify``'s work on that run's receipt (``verify_pit_receipt``: the
 signature, the schema, every binding, the calendar from the library and the replay of every cell), with its
@@ -195,7 +198,9 @@ def report(stats: dict[str, object], target_s: float, target_mb: float | None) -
         agent = float(timings["agent"])  # type: ignore[index]
         print(
             f"      agent's own time {agent:.3f} s (measured by the harness while it waited for the agent); "
-            f"harness beyond it: load + run - agent = {harness - agent:.3f} s; jail start {timings['jail_start']:.3f} s "  # type: ignore[index]
+            f"harness beyond it: load + run - agent = {harness - agent:.3f} s "
+            f"[target beyond the agent < {target_s:g} s: {'met' if harness - agent < target_s else 'MISSED'}]; "
+            f"jail start {timings['jail_start']:.3f} s "  # type: ignore[index]
             f"(on a thread, overlapping the harness's loading), {int(timings['processes'])} agent processes "  # type: ignore[index]
             f"spawned in {timings['spawn']:.3f} s; peak PSS (sampled every 0.1 s) of the zygote and agent processes "  # type: ignore[index]
             f"{stats['agent_side_pss_mb']:.0f} MB, of harness + them {stats['total_pss_mb']:.0f} MB"
