@@ -10,7 +10,7 @@ import pyarrow.json as paj
 import pytest
 from typer.testing import CliRunner
 
-from evalkit import Sandbox, grade, load_tasks
+from evalkit import Sandbox, SandboxLimits, VerifierSettings, bank_digest, grade, load_tasks
 from evalkit_cli import app
 from evalkit_core import canonical_bytes
 from evalkit_core.store import Store
@@ -26,8 +26,13 @@ runner = CliRunner()
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALKIT_HOME", str(tmp_path / "home"))
     task = next(t for t in load_tasks(BANK) if t.id == "code/double/001")
-    config = {"identity": {}, "settings": {"name": "sim-seed", "tasks": {"dir": str(BANK)}}}
+    config = {
+        "identity": {"tasks": {task.id: task.digest}, "cpu_seconds": None},
+        "settings": {"name": "sim-seed", "tasks": {"dir": str(BANK)}},
+    }
     with Store.open() as store, Sandbox(workers=1) as box, store.transaction() as db:
+        # what the campaign records beside each verdict (schema 3)
+        under = (VerifierSettings(box.limits).digest, bank_digest([task]), box.isolation.label)
         db.execute(
             "INSERT INTO campaigns (campaign_id, created_at, name, config_digest, config, status) "
             "VALUES ('c-1', 'now', 'sim-seed', 'sha256:x', ?, 'done')",
@@ -40,8 +45,9 @@ def home(tmp_path, monkeypatch):
             result = canonical_bytes(verdict).decode() if graded else None
             db.execute(
                 "INSERT INTO rollouts (rollout_key, campaign_id, task_id, task_digest, model_id, sample, "
-                "call_id, status, completion, cost, result, infra_error, created_at, graded_at) "
-                "VALUES (?, 'c-1', ?, ?, ?, ?, NULL, ?, ?, '0', ?, NULL, 'now', NULL)",
+                "call_id, status, completion, cost, result, infra_error, created_at, graded_at, "
+                "settings_digest, bank_digest, isolation) "
+                "VALUES (?, 'c-1', ?, ?, ?, ?, NULL, ?, ?, '0', ?, NULL, 'now', NULL, ?, ?, ?)",
                 (
                     f"rk-{j}",
                     task.id,
@@ -51,6 +57,7 @@ def home(tmp_path, monkeypatch):
                     "graded" if graded else "completed",
                     json.dumps({"text": text, "model_id": model}),
                     result,
+                    *(under if graded else (None, None, None)),
                 ),
             )
     return tmp_path
@@ -107,3 +114,93 @@ def test_user_errors_exit_2(home, capsys):
         assert exc.value.code == 2
         assert not (home / "x").exists()
         assert message in capsys.readouterr().err
+
+
+def _export(home, *extra):
+    out = home / "r.jsonl"
+    result = runner.invoke(app, ["rewards", "export", "sim-seed", "--format", "jsonl", "--out", str(out), "--json", *extra])
+    return result, out
+
+
+def _rows(out):
+    return {r["rollout_key"]: r for r in paj.read_json(out).to_pylist()}
+
+
+def _sql(home, statement, *args):
+    with Store.open(home / "home") as store, store.transaction() as db:
+        db.execute(statement, args)
+
+
+def test_stored_verdicts_are_read_not_regraded(home):
+    """The export takes the stored verdict as it is (a doctored verdict shows through); --regrade grades again."""
+    _sql(
+        home,
+        "UPDATE rollouts SET result = json_set(result, '$.hidden.tests[0].passed', json('false')) WHERE rollout_key = 'rk-0'",
+    )
+    result, out = _export(home)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["graded_now"] == 1  # only rk-2, which was never graded
+    rows = _rows(out)
+    assert rows["rk-0"]["reward"] < 1.0  # the stored verdict, not a fresh grading
+    assert rows["rk-0"]["isolation"] == rows["rk-2"]["isolation"]
+    result, out = _export(home, "--regrade")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["graded_now"] == 3
+    assert _rows(out)["rk-0"]["reward"] == 1.0
+
+
+def _refused(home, capsys, message, *extra):
+    from evalkit_cli._errors import run_app
+
+    out = home / "refused.jsonl"
+    import sys
+
+    old = sys.argv
+    sys.argv = ["evalkit", "rewards", "export", "sim-seed", "--format", "jsonl", "--out", str(out), *extra]
+    try:
+        with pytest.raises(SystemExit) as exc:
+            run_app(app, "evalkit")
+    finally:
+        sys.argv = old
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert not out.exists()
+    assert len(err.strip().splitlines()) == 1, err
+    assert message in err
+    assert "--regrade" in err
+
+
+def test_other_verifier_settings_are_refused(home, capsys):
+    other = VerifierSettings(SandboxLimits(cpu_seconds=7.0)).digest
+    _sql(home, "UPDATE rollouts SET result = json_set(result, '$.settings_digest', ?) WHERE rollout_key = 'rk-1'", other)
+    _refused(home, capsys, "field 'settings_digest': graded under verifier settings " + other)
+    result, _ = _export(home, "--regrade")
+    assert result.exit_code == 0, result.output
+
+
+def test_other_bank_is_refused(home, capsys):
+    _sql(home, "UPDATE rollouts SET bank_digest = 'sha256:' || hex(zeroblob(32)) WHERE rollout_key = 'rk-0'")
+    _refused(home, capsys, "field 'bank_digest': graded against task bank sha256:0000")
+
+
+def test_a_verdict_graded_before_schema_3_is_refused_with_one_line(home, capsys):
+    _sql(home, "UPDATE rollouts SET settings_digest = NULL, bank_digest = NULL, isolation = NULL WHERE rollout_key = 'rk-1'")
+    _refused(home, capsys, "graded before evalkit recorded the bank")
+    result, out = _export(home, "--regrade")
+    assert result.exit_code == 0, result.output
+    assert _rows(out)["rk-1"]["reward"] == 0.0  # flagged, as before
+
+
+def test_weaker_isolation_gets_no_reward_and_is_counted(home):
+    """rk-0 is recorded behind the full wall; rk-1 behind one without seccomp: it gets None, counted."""
+    _sql(home, "UPDATE rollouts SET isolation = 'full' WHERE rollout_key = 'rk-0'")
+    _sql(home, "UPDATE rollouts SET isolation = 'weaker: seccomp' WHERE rollout_key = 'rk-1'")
+    result, out = _export(home)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    rows = _rows(out)
+    assert rows["rk-0"]["reward"] == 1.0
+    assert (rows["rk-1"]["reward"], rows["rk-1"]["weaker_isolation"]) == (None, True)
+    assert summary["weaker_isolation"] == 1 + (rows["rk-2"]["weaker_isolation"] is True)
+    assert summary["rewarded"] == 3 - summary["weaker_isolation"]

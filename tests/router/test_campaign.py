@@ -203,6 +203,30 @@ def test_resume_regrades_stored_completions_without_calling_and_skips_graded(tmp
     assert _calls(home) == calls + 1
 
 
+def test_each_verdict_records_what_it_was_graded_under_and_an_unrecorded_one_is_regraded(tmp_path: Path) -> None:
+    """Schema 3: settings digest, bank digest and isolation beside each verdict; a verdict without them (graded
+    before) or under other ones is graded again on resume, with no model call."""
+    path = write_campaign(tmp_path / "c", k=1, ids=SUBSET[:2])
+    home = tmp_path / "home"
+    run_campaign(path, home=home)
+    with evalkit.Sandbox(workers=1) as box:
+        label = box.isolation.label
+    with sqlite3.connect(home / "evalkit.sqlite3") as db:
+        rows = db.execute("SELECT settings_digest, bank_digest, isolation, result FROM rollouts").fetchall()
+        (ident,) = db.execute("SELECT json_extract(config, '$.identity.tasks_digest') FROM campaigns").fetchone()
+        assert {(s, b) for s, b, _, _ in rows} == {(json.loads(rows[0][3])["settings_digest"], ident)}
+        assert {i for _, _, i, _ in rows} == {label}
+        db.execute(
+            "UPDATE rollouts SET settings_digest = NULL, bank_digest = NULL, isolation = NULL WHERE rollout_key ="
+            " (SELECT min(rollout_key) FROM rollouts)"
+        )
+        db.execute("UPDATE rollouts SET isolation = 'weaker: seccomp' WHERE rollout_key = (SELECT max(rollout_key) FROM rollouts)")
+    outcome = run_campaign(path, home=home)
+    assert (outcome.called, outcome.regraded) == (0, 2)
+    with sqlite3.connect(home / "evalkit.sqlite3") as db:
+        assert db.execute("SELECT DISTINCT isolation FROM rollouts").fetchall() == [(label,)]
+
+
 def test_a_changed_file_is_refused_with_what_changed_unless_renamed(tmp_path: Path) -> None:
     home = tmp_path / "home"
     path = write_campaign(tmp_path / "c", k=1, ids=SUBSET[:2])

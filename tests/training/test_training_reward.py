@@ -52,6 +52,7 @@ def test_public_surface_is_pinned():
         "RewardError",
         "RolloutRecord",
         "ScoredRollout",
+        "adversarial_set_digest",
         "banked_adversarial",
         "campaign_rollouts",
         "check_rollout",
@@ -61,10 +62,13 @@ def test_public_surface_is_pinned():
         "export_rows",
         "grade_rollouts",
         "grading_from_json",
+        "isolation_missing",
         "no_adversarial",
         "provenance",
         "score_rollouts",
         "static_findings",
+        "strongest_isolation",
+        "weaker_isolation",
         "write_export",
     }
 

@@ -104,3 +104,45 @@ def test_completion_text():
     assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "b"}]}]) == "b"
     with pytest.raises(RewardError):
         completion_text(3)
+
+
+def test_grpo_rows_carry_the_campaigns_isolation(rows, sandbox):
+    assert {r["isolation"] for r in rows.values()} == {sandbox.isolation.label}
+
+
+def test_weaker_isolation_than_required_is_refused_and_counted():
+    """A sandbox without seccomp asked for the full wall's trust: None for every completion, counted; the same
+    sandbox asked for no more than it has scores as usual."""
+    from evalkit import Sandbox
+
+    with Sandbox(workers=1, without=("seccomp",)) as weak:
+        assert weak.isolation.label == "weaker: seccomp"
+        strict = make_reward(BANK, adversarial=lambda task: (), sandbox=weak, required_isolation="full")
+        assert strict(prompts=["p", "p"], completions=[GOOD, WRONG], task_id="code/double/001") == [None, None]
+        assert strict.stats == {"scored": 0, "weaker_isolation": 2, "no_reward": 0, "flagged": 0}
+        fitting = make_reward(BANK, adversarial=lambda task: (), sandbox=weak, required_isolation="weaker: seccomp")
+        assert fitting(prompts=["p", "p"], completions=[GOOD, WRONG], task_id="code/double/001") == [1.0, 0.0]
+        assert fitting.stats["weaker_isolation"] == 0
+        # the requirement can come per sample from the grpo export's isolation column
+        column = make_reward(BANK, adversarial=lambda task: (), sandbox=weak)
+        got = column(
+            prompts=["p", "p"],
+            completions=[GOOD, GOOD],
+            task_id="code/double/001",
+            isolation=["full", "weaker: seccomp, user"],
+        )
+        assert got == [None, 1.0]
+        assert column.stats == {"scored": 1, "weaker_isolation": 1, "no_reward": 0, "flagged": 0}
+
+
+def test_stronger_isolation_than_required_scores(sandbox):
+    if sandbox.isolation.label != "full":
+        pytest.skip(f"this machine's sandbox is not the full wall ({sandbox.isolation.label})")
+    fn = make_reward(BANK, adversarial=lambda task: (), sandbox=sandbox, required_isolation="weaker: seccomp")
+    assert fn(prompts=["p"], completions=[HACK], task_id="code/double/001") == [0.0]
+    assert fn.stats == {"scored": 1, "weaker_isolation": 0, "no_reward": 0, "flagged": 1}
+
+
+def test_a_malformed_isolation_requirement_is_refused():
+    with pytest.raises(RewardError, match="required_isolation: expected 'full' or 'weaker: '"):
+        make_reward(BANK, required_isolation="strong")

@@ -35,7 +35,7 @@ from evalkit_core.models import (
     unknown_outcomes,
 )
 from evalkit_core.models._budget import settle, try_reserve
-from evalkit_core.store import MIGRATIONS, Process, Store, is_alive, this_process, utc_now
+from evalkit_core.store import MIGRATIONS, SCHEMA_VERSION, Process, Store, is_alive, this_process, utc_now
 from evalkit_core.store import _store as store_module
 from fake_provider import FakeProvider, registry_toml  # pyright: ignore[reportImportCycles]
 
@@ -279,7 +279,7 @@ def test_a_version_1_store_migrates_and_its_leaked_reservations_are_reconciled(t
     db.execute("UPDATE budget SET reserved = '0.5'")
     db.close()
     with Store.open(tmp_path) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == SCHEMA_VERSION
         [found] = reconcile(store)  # schema 1 had no owners: a pid that is gone is enough
         assert found.call_id == "old"
         assert budget_status(store).spent == Decimal("0.5")

@@ -32,10 +32,19 @@ def export(
     workers: int | None = typer.Option(
         None, "--workers", help="Sandbox workers for rollouts graded at export."
     ),
+    regrade: bool = typer.Option(
+        False,
+        "--regrade",
+        help="Grade every rollout again in the sandbox instead of reading the verdicts stored with them.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Score every rollout of CAMPAIGN (hidden + adversarial tests, gated on public; hacking checks) and write
-    one export format."""
+    one export format.
+
+    The verdicts stored with the rollouts are used as they are, after a digest check (refused, exit 2, when they
+    were graded under other verifier settings, another task bank or another adversarial set); --regrade grades
+    them all again. A rollout graded under weaker sandbox isolation than the campaign's gets no reward."""
     from evalkit import load_tasks
     from evalkit_core.store import Store
     from evalkit_training import (
@@ -56,12 +65,17 @@ def export(
             raise RewardError(
                 f"campaign {found.name}: its configuration names no task bank; pass --tasks DIR"
             )
+        tasks_now = load_tasks(bank)
         scored = score_rollouts(
             found.records,
-            load_tasks(bank),
+            tasks_now,
+            settings=found.settings,
             adversarial=banked_adversarial(store),
             allow_flagged=allow_flagged,
             workers=workers,
+            regrade=regrade,
+            bank_digest=found.bank_digest(tasks_now),
+            required_isolation=found.isolation,
         )
     summary = write_export(fmt, scored, out, tasks_dir=str(Path(bank).resolve()))
     if as_json:
@@ -69,7 +83,8 @@ def export(
         return
     typer.echo(
         f"campaign {found.name}  rollouts {summary.rollouts}  rewarded {summary.rewarded}  "
-        f"infra errors {summary.infra_errors}  passing {summary.passing}  flagged {summary.flagged}"
+        f"infra errors {summary.infra_errors}  passing {summary.passing}  flagged {summary.flagged}  "
+        f"graded now {summary.graded_now}  weaker isolation {summary.weaker_isolation}"
     )
     if summary.flags:
         typer.echo("flags " + "  ".join(f"{k} {v}" for k, v in sorted(summary.flags.items())))

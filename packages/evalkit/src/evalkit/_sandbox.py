@@ -139,6 +139,25 @@ class Isolation:
         """The layers missing from the full wall, for a one-line warning."""
         return [s for s in (self.user, self.network, self.filesystem, self.processes, self.seccomp) if "NOT" in s]
 
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """The names of the layers missing from the full wall (``user``, ``network``, ``filesystem``,
+        ``processes``, ``seccomp``), sorted."""
+        layers = {
+            "user": self.user,
+            "network": self.network,
+            "filesystem": self.filesystem,
+            "processes": self.processes,
+            "seccomp": self.seccomp,
+        }
+        return tuple(sorted(name for name, text in layers.items() if "NOT" in text))
+
+    @property
+    def label(self) -> str:
+        """The isolation in a short, comparable form: ``full``, or ``weaker: <missing layers>`` (what a campaign
+        records with each verdict; compare two with ``evalkit_training.weaker_isolation``)."""
+        return "full" if not self.missing else "weaker: " + ", ".join(self.missing)
+
 
 @attrs.frozen
 class SandboxJob:

@@ -366,6 +366,18 @@ def _stored_rollouts(store: Store, name: str) -> dict[str, tuple[str, str | None
     return {r[0]: (r[1], r[2], Decimal(r[3]), r[4]) for r in rows}
 
 
+def _graded_under(store: Store, name: str) -> dict[str, GradedUnder]:
+    """key -> what each graded rollout of the campaign was graded under (rows graded before schema 3 have none)."""
+    with store.snapshot() as db:
+        rows = db.execute(
+            "SELECT rollout_key, settings_digest, bank_digest, isolation FROM rollouts"
+            " WHERE campaign_id = ? AND settings_digest IS NOT NULL AND bank_digest IS NOT NULL"
+            " AND isolation IS NOT NULL",
+            (name,),
+        ).fetchall()
+    return {str(k): GradedUnder(str(s), str(b), str(i)) for k, s, b, i in rows}
+
+
 def _insert_rollout(db: sqlite3.Connection, name: str, p: PlannedRollout, completion: Completion) -> None:
     """Inside the model layer's settle transaction: the rollout commits with the payment or not at all."""
     data = completion_to_json(completion)
@@ -419,13 +431,27 @@ def _lost_calls(store: Store, name: str) -> list[LostCall]:
     return [LostCall(str(a), str(b), str(c), Decimal(d)) for a, b, c, d in rows]
 
 
-def _store_verdict(store: Store, key: str, result: dict[str, JSON], infra_error: str | None) -> None:
+@attrs.frozen
+class GradedUnder:
+    """What a verdict was graded under, stored beside it (a rewards export reads the verdict instead of grading
+    again, and refuses it when these no longer match): the verifier settings digest, the digest of the
+    campaign's task bank (its selection) and the sandbox isolation in effect (``Isolation.label``)."""
+
+    settings_digest: str
+    bank_digest: str
+    isolation: str
+
+
+def _store_verdict(
+    store: Store, key: str, result: dict[str, JSON], infra_error: str | None, under: GradedUnder
+) -> None:
     with store.transaction() as db:
         db.execute(
-            "UPDATE rollouts SET status = 'graded', result = ?, infra_error = ?, graded_at = ?"
-            " WHERE rollout_key = ?",
-            (canonical_bytes(result).decode(), infra_error, utc_now(), key),
-        )
+            "UPDATE rollouts SET status = 'graded', result = ?, infra_error = ?, graded_at = ?,"
+            " settings_digest = ?, bank_digest = ?, isolation = ? WHERE rollout_key = ?",
+            (canonical_bytes(result).decode(), infra_error, utc_now(), under.settings_digest,
+             under.bank_digest, under.isolation, key),
+        )  # fmt: skip
 
 
 def _stored_text(store: Store, key: str) -> str:
@@ -578,16 +604,25 @@ async def _run_leased(
     adv_digests = {t: _set_digest(tests) for t, tests in adversarial.items()}
     lost = _lost_calls(store, config.name)
 
+    settings = VerifierSettings(sandbox.limits)
+    under = GradedUnder(settings.digest, cast("str", ident["tasks_digest"]), sandbox.isolation.label)
+    graded_under = _graded_under(store, config.name)
+
     def stale(p: PlannedRollout) -> bool:
-        """Stored but not (validly) graded: no verdict, an infrastructure error, or an adversarial set that has
-        grown since it was graded. Grading it again costs no model call."""
+        """Stored but not (validly) graded: no verdict, an infrastructure error, an adversarial set that has
+        grown since it was graded, or graded under other settings, another bank or another isolation (or before
+        evalkit recorded them). Grading it again costs no model call."""
         status, infra, _, adv = stored[p.key]
-        return status != "graded" or infra is not None or adv != adv_digests[p.task.id]
+        return (
+            status != "graded"
+            or infra is not None
+            or adv != adv_digests[p.task.id]
+            or graded_under.get(p.key) != under
+        )
 
     to_grade = [p for p in plan if p.key in stored and stale(p)]
     to_call = deque(p for p in plan if p.key not in stored)
     skipped = len(plan) - len(to_grade) - len(to_call)
-    settings = VerifierSettings(sandbox.limits)
     requests = {
         (p.task.id, p.sample): model_request(
             p.task, p.sample, max_tokens=config.max_tokens, temperature=config.temperature
@@ -619,7 +654,7 @@ async def _run_leased(
         result, infra = await loop.run_in_executor(
             pool, _grade_one, p.task, text, adversarial[p.task.id], sandbox, settings
         )
-        _store_verdict(store, p.key, result, infra)
+        _store_verdict(store, p.key, result, infra, under)
         done += 1
         report()
 

@@ -29,13 +29,17 @@ from evalkit_training._reward import (
     Reward,
     RewardComponents,
     RewardError,
+    adversarial_set_digest,
     banked_adversarial,
     compute_reward,
     digest_of_tests,
     grade_rollouts,
     grading_from_json,
+    isolation_missing,
     no_adversarial,
     provenance,
+    strongest_isolation,
+    weaker_isolation,
 )
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "RewardError",
     "RolloutRecord",
     "ScoredRollout",
+    "adversarial_set_digest",
     "banked_adversarial",
     "campaign_rollouts",
     "check_rollout",
@@ -62,9 +67,12 @@ __all__ = [
     "export_rows",
     "grade_rollouts",
     "grading_from_json",
+    "isolation_missing",
     "no_adversarial",
     "provenance",
     "score_rollouts",
     "static_findings",
+    "strongest_isolation",
+    "weaker_isolation",
     "write_export",
 ]

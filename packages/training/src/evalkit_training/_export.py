@@ -17,7 +17,18 @@ from typing import Literal, cast, get_args
 
 import attrs
 
-from evalkit import JSON, CallTest, Sandbox, Task, VerifierSettings, render_prompt
+from evalkit import (
+    JSON,
+    CallTest,
+    Sandbox,
+    SandboxLimits,
+    Task,
+    VerifierSettings,
+    render_prompt,
+)
+from evalkit import (
+    bank_digest as task_bank_digest,
+)
 from evalkit_core import atomic_write_bytes
 from evalkit_core.store import Store
 from evalkit_training._hacking import HackingReport, check_rollout
@@ -26,11 +37,14 @@ from evalkit_training._reward import (
     Grading,
     Reward,
     RewardError,
+    adversarial_set_digest,
     compute_reward,
     grade_rollouts,
     grading_from_json,
     no_adversarial,
     provenance,
+    strongest_isolation,
+    weaker_isolation,
 )
 
 __all__ = [
@@ -65,6 +79,10 @@ class RolloutRecord:
     prompt: str | None = None
     campaign: str = ""
     task_digest: str | None = None
+    # what the stored verdict was graded under (a campaign records them; ``None``: not recorded)
+    settings_digest: str | None = None
+    bank_digest: str | None = None
+    isolation: str | None = None
 
 
 @attrs.frozen
@@ -75,6 +93,12 @@ class ScoredRollout:
     reward: Reward
     hacking: HackingReport
     provenance: Mapping[str, JSON]
+    # the sandbox isolation the verdict was graded under (``None``: not known)
+    isolation: str | None = None
+    # graded under weaker isolation than required: no reward (``reward.value`` is None)
+    weaker_isolation: bool = False
+    # graded at export rather than read from the store
+    graded_now: bool = False
 
     @property
     def passing(self) -> bool:
@@ -89,6 +113,42 @@ class ScoredRollout:
         return self.reward.value is not None and not self.passing
 
 
+def _check_stored(
+    r: RolloutRecord, g: Grading, settings: VerifierSettings, bank_digest: str | None, adv: Sequence[CallTest]
+) -> None:
+    """Refuse a stored verdict that was graded under other verifier settings, another task bank or another
+    adversarial set than the export would grade it under now (``--regrade`` grades it again instead)."""
+    where = f"rollout {r.rollout_key} ({r.task_id}, {r.model}, sample {r.sample})"
+    fix = "export with --regrade to grade every rollout again under the current ones"
+    if g.settings_digest != settings.digest:
+        raise RewardError(
+            f"{where}: field 'settings_digest': graded under verifier settings {g.settings_digest}, the export's "
+            f"are {settings.digest}; {fix}"
+        )
+    if r.settings_digest is not None and r.settings_digest != g.settings_digest:
+        raise RewardError(
+            f"{where}: field 'settings_digest': the store says {r.settings_digest}, its verdict says "
+            f"{g.settings_digest}; {fix}"
+        )
+    if bank_digest is not None:
+        if r.bank_digest is None:
+            raise RewardError(
+                f"{where}: field 'bank_digest': graded before evalkit recorded the bank, settings and isolation "
+                f"of a verdict; {fix} (or run the campaign again: it regrades without model calls)"
+            )
+        if r.bank_digest != bank_digest:
+            raise RewardError(
+                f"{where}: field 'bank_digest': graded against task bank {r.bank_digest}, the export's bank is "
+                f"{bank_digest}; {fix}"
+            )
+    want = adversarial_set_digest(adv)
+    if (g.adversarial_set is not None and g.adversarial_set != want) or len(g.adversarial) != len(adv):
+        raise RewardError(
+            f"{where}: field 'adversarial_set': graded on {len(g.adversarial)} adversarial tests, the bank now "
+            f"holds {len(adv)} for {r.task_id} ({want}); {fix} (or run the campaign again)"
+        )
+
+
 def score_rollouts(
     records: Sequence[RolloutRecord],
     tasks: Sequence[Task],
@@ -98,12 +158,18 @@ def score_rollouts(
     adversarial: AdversarialSource = no_adversarial,
     allow_flagged: bool = False,
     workers: int | None = None,
+    regrade: bool = False,
+    bank_digest: str | None = None,
+    required_isolation: str | None = None,
 ) -> list[ScoredRollout]:
     """Reward and hacking checks for each record, in order.
 
-    A record is (re)graded in the sandbox when it has no grading, when it was graded under other verifier
-    settings (the provenance must name the limits really used), or when it lacks results for the task's
-    adversarial tests. Raises :class:`RewardError` for unknown tasks and task digests that changed.
+    A record's stored grading is used as it is, after a digest check: graded under other verifier settings
+    than ``settings``, against another task bank than ``bank_digest`` (when given) or on another adversarial
+    set, it is refused (:class:`RewardError`). Records without a grading, and every record with ``regrade``,
+    are graded now in the sandbox. A rollout graded under weaker isolation than ``required_isolation`` (see
+    :func:`weaker_isolation`) gets no reward (``None``) and is marked ``weaker_isolation``. Raises
+    :class:`RewardError` for unknown tasks and task digests that changed.
     """
     by_id = {t.id: t for t in tasks}
     if settings is None:
@@ -123,39 +189,53 @@ def score_rollouts(
         if r.task_id not in adv_of:
             adv_of[r.task_id] = tuple(adversarial(task))
     gradings: list[Grading | None] = []
+    isolations: list[str | None] = []
     todo: list[int] = []
     for i, r in enumerate(records):
         g = r.grading
-        adv = adv_of[r.task_id]
-        stale = g is None or (
-            g.infra_error is None and (g.settings_digest != settings.digest or len(g.adversarial) != len(adv))
-        )
-        gradings.append(None if stale else g)
-        if stale:
+        if g is not None and not regrade and g.infra_error is None:
+            _check_stored(r, g, settings, bank_digest, adv_of[r.task_id])
+        if g is None or regrade:
+            gradings.append(None)
+            isolations.append(None)
             todo.append(i)
+        else:
+            gradings.append(g)
+            isolations.append(r.isolation)
     if todo:
         items = [(by_id[records[i].task_id], records[i].completion, adv_of[records[i].task_id]) for i in todo]
         if sandbox is not None:
             fresh = grade_rollouts(items, sandbox, settings)
+            label = sandbox.isolation.label
         else:
             with Sandbox(settings.limits, workers=workers) as box:
                 fresh = grade_rollouts(items, box, settings)
+                label = box.isolation.label
         for i, g in zip(todo, fresh, strict=True):
             gradings[i] = g
+            isolations[i] = label
+    fresh_set = set(todo)
     out: list[ScoredRollout] = []
-    for r, g in zip(records, gradings, strict=True):
+    for i, (r, g, iso) in enumerate(zip(records, gradings, isolations, strict=True)):
         assert g is not None
         task = by_id[r.task_id]
         adv = adv_of[r.task_id]
         report = check_rollout(task, r.completion, g, adv)
+        reward = compute_reward(g, flagged=report.flagged, allow_flagged=allow_flagged)
+        weaker = weaker_isolation(iso, required_isolation)
+        if weaker:
+            reward = attrs.evolve(reward, value=None)
         out.append(
             ScoredRollout(
                 record=r,
                 prompt=r.prompt if r.prompt is not None else render_prompt(task),
                 grading=g,
-                reward=compute_reward(g, flagged=report.flagged, allow_flagged=allow_flagged),
+                reward=reward,
                 hacking=report,
                 provenance=provenance(task, settings, adv),
+                isolation=iso,
+                weaker_isolation=weaker,
+                graded_now=i in fresh_set,
             )
         )
     return out
@@ -179,6 +259,8 @@ def _jsonl_row(s: ScoredRollout) -> dict[str, JSON]:
         "components": s.reward.components.to_json(),
         "flags": s.hacking.flags(),
         "flag_details": s.hacking.details(),
+        "isolation": s.isolation,
+        "weaker_isolation": s.weaker_isolation,
         "provenance": dict(s.provenance),
     }
 
@@ -193,6 +275,7 @@ def _by_task(scored: Sequence[ScoredRollout]) -> dict[str, list[ScoredRollout]]:
 
 
 def _grpo_rows(scored: Sequence[ScoredRollout], tasks_dir: str) -> list[dict[str, JSON]]:
+    isolation = strongest_isolation([s.isolation for s in scored])
     rows: list[dict[str, JSON]] = []
     for task_id, group in _by_task(scored).items():
         first = group[0]
@@ -202,6 +285,8 @@ def _grpo_rows(scored: Sequence[ScoredRollout], tasks_dir: str) -> list[dict[str
                 "task_id": task_id,
                 "task_digest": str(first.provenance["task_digest"]),
                 "tasks_dir": tasks_dir,
+                # the reward function refuses to score under weaker isolation than the campaign's (None: no check)
+                "isolation": isolation,
                 "provenance": dict(first.provenance),
             }
         )
@@ -240,7 +325,7 @@ def _sft_rows(scored: Sequence[ScoredRollout]) -> list[dict[str, JSON]]:
     rows: list[dict[str, JSON]] = []
     for task_id, group in _by_task(scored).items():
         for s in group:
-            if not (s.reward.components.passes_all and not s.hacking.flagged):
+            if not (s.reward.components.passes_all and not s.hacking.flagged and s.reward.value is not None):
                 continue
             rows.append(
                 {
@@ -282,6 +367,8 @@ class ExportSummary:
     passing: int
     flagged: int
     flags: Mapping[str, int]
+    weaker_isolation: int = 0
+    graded_now: int = 0
 
     def to_json(self) -> dict[str, JSON]:
         return {
@@ -294,6 +381,8 @@ class ExportSummary:
             "passing": self.passing,
             "flagged": self.flagged,
             "flags": dict(self.flags),
+            "weaker_isolation": self.weaker_isolation,
+            "graded_now": self.graded_now,
         }
 
 
@@ -319,6 +408,8 @@ def write_export(
         passing=sum(s.passing for s in scored),
         flagged=sum(s.hacking.flagged for s in scored),
         flags=counts,
+        weaker_isolation=sum(s.weaker_isolation for s in scored),
+        graded_now=sum(s.graded_now for s in scored),
     )
 
 
@@ -333,6 +424,32 @@ class CampaignRollouts:
     name: str
     tasks_dir: Path | None
     records: tuple[RolloutRecord, ...]
+    # the campaign's sandbox limits (its ``cpu_seconds``), so the export's verifier settings are the campaign's
+    limits: SandboxLimits = attrs.field(factory=SandboxLimits)
+    # the ids of the tasks the campaign selected (empty: those of its rollouts)
+    task_ids: tuple[str, ...] = ()
+
+    @property
+    def settings(self) -> VerifierSettings:
+        """The verifier settings the campaign grades under (with this evalkit's verifier version)."""
+        return VerifierSettings(self.limits)
+
+    @property
+    def isolation(self) -> str | None:
+        """The campaign's recorded isolation: every layer any of its stored verdicts was graded behind."""
+        return strongest_isolation([r.isolation for r in self.records if r.grading is not None])
+
+    def bank_digest(self, tasks: Sequence[Task]) -> str:
+        """The digest of the campaign's selection of ``tasks`` (as the campaign computes it)."""
+        ids = set(self.task_ids or {r.task_id for r in self.records})
+        chosen = [t for t in tasks if t.id in ids]
+        missing = sorted(ids - {t.id for t in chosen})
+        if missing:
+            raise RewardError(
+                f"campaign {self.name}: the task bank has no {', '.join(missing[:5])}"
+                + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else "")
+            )
+        return task_bank_digest(chosen)
 
 
 def _loads(where: str, text: str) -> JSON:
@@ -357,19 +474,30 @@ def campaign_rollouts(store: Store, campaign: str) -> CampaignRollouts:
             raise RewardError(f"{store.path}: campaign {campaign!r} not found{hint}")
         campaign_id, name, config_text = str(row[0]), str(row[1] or row[0]), str(row[2])
         rows = db.execute(
-            "SELECT rollout_key, task_id, task_digest, model_id, sample, status, completion, result, infra_error "
-            "FROM rollouts WHERE campaign_id = ? ORDER BY task_id, model_id, sample",
+            "SELECT rollout_key, task_id, task_digest, model_id, sample, status, completion, result, infra_error,"
+            " settings_digest, bank_digest, isolation"
+            " FROM rollouts WHERE campaign_id = ? ORDER BY task_id, model_id, sample",
             (campaign_id,),
         ).fetchall()
     config = _loads(f"{store.path}: campaign {campaign_id} field 'config'", config_text)
     tasks_dir: Path | None = None
+    limits = SandboxLimits()
+    task_ids: tuple[str, ...] = ()
     if isinstance(config, dict):
         settings = config.get("settings")
         tasks = settings.get("tasks") if isinstance(settings, dict) else None
         tdir = tasks.get("dir") if isinstance(tasks, dict) else None
         tasks_dir = Path(tdir) if isinstance(tdir, str) and tdir else None
+        ident = config.get("identity")
+        if isinstance(ident, dict):
+            cpu = ident.get("cpu_seconds")
+            if isinstance(cpu, int | float) and not isinstance(cpu, bool):
+                limits = SandboxLimits(cpu_seconds=float(cpu))  # as the campaign builds its sandbox
+            chosen = ident.get("tasks")
+            if isinstance(chosen, dict):
+                task_ids = tuple(chosen)
     records: list[RolloutRecord] = []
-    for key, task_id, task_digest, model_id, sample, status, completion, result, infra in rows:
+    for key, task_id, task_digest, model_id, sample, status, completion, result, infra, sd, bd, iso in rows:
         where = f"{store.path}: rollout {key}"
         comp = _loads(f"{where} field 'completion'", str(completion))
         text = comp.get("text") if isinstance(comp, dict) else comp
@@ -393,6 +521,16 @@ def campaign_rollouts(store: Store, campaign: str) -> CampaignRollouts:
                 grading=grading,
                 campaign=name,
                 task_digest=str(task_digest),
+                settings_digest=None if sd is None else str(sd),
+                bank_digest=None if bd is None else str(bd),
+                isolation=None if iso is None else str(iso),
             )
         )
-    return CampaignRollouts(campaign_id=campaign_id, name=name, tasks_dir=tasks_dir, records=tuple(records))
+    return CampaignRollouts(
+        campaign_id=campaign_id,
+        name=name,
+        tasks_dir=tasks_dir,
+        records=tuple(records),
+        limits=limits,
+        task_ids=task_ids,
+    )

@@ -42,13 +42,17 @@ __all__ = [
     "Reward",
     "RewardComponents",
     "RewardError",
+    "adversarial_set_digest",
     "banked_adversarial",
     "compute_reward",
     "digest_of_tests",
     "grade_rollouts",
     "grading_from_json",
+    "isolation_missing",
     "no_adversarial",
     "provenance",
+    "strongest_isolation",
+    "weaker_isolation",
 ]
 
 ADVERSARIAL = "adversarial"
@@ -74,6 +78,8 @@ class Grading:
     hidden: tuple[TestVerdict, ...]
     adversarial: tuple[TestVerdict, ...] = ()
     infra_error: str | None = None
+    # the digest of the adversarial tests it was graded on, where the grader recorded it (a campaign does)
+    adversarial_set: str | None = None
 
     @property
     def tests(self) -> tuple[TestVerdict, ...]:
@@ -151,6 +157,7 @@ def grading_from_json(
     if infra is not None and not isinstance(infra, str):
         raise RewardError(f"{where}: field 'infra_error' must be a string or null")
     adversarial = data.get(ADVERSARIAL)
+    adversarial_set = data.get("adversarial_set")
     return Grading(
         task_id=fields["task_id"],
         task_digest=fields["task_digest"],
@@ -159,7 +166,13 @@ def grading_from_json(
         hidden=_tests_from_json(f"{where}/hidden", data.get("hidden")),
         adversarial=() if adversarial is None else _tests_from_json(f"{where}/{ADVERSARIAL}", adversarial),
         infra_error=infra,
+        adversarial_set=adversarial_set if isinstance(adversarial_set, str) else None,
     )
+
+
+def adversarial_set_digest(tests: Sequence[CallTest]) -> str:
+    """The digest of an adversarial test set, as a campaign records it with each verdict."""
+    return digest({"tests": [t.to_json() for t in tests]})
 
 
 def grade_rollouts(
@@ -338,6 +351,45 @@ def compute_reward(grading: Grading, *, flagged: bool = False, allow_flagged: bo
     if base is not None and flagged and not allow_flagged:
         value = 0.0
     return Reward(value=value, components=components, flagged=flagged)
+
+
+# --------------------------------------------------------------------------------------------- isolation
+
+_LAYERS = frozenset({"user", "network", "filesystem", "processes", "seccomp"})
+
+
+def isolation_missing(label: str, where: str = "isolation") -> frozenset[str]:
+    """The layers missing from an isolation label (``Isolation.label``: ``full`` or ``weaker: a, b``)."""
+    if label == "full":
+        return frozenset()
+    prefix = "weaker: "
+    names = frozenset(n.strip() for n in label.removeprefix(prefix).split(","))
+    if not label.startswith(prefix) or not names or not names <= _LAYERS:
+        raise RewardError(
+            f"{where}: expected 'full' or 'weaker: ' and layer names from {', '.join(sorted(_LAYERS))}, "
+            f"got {label!r}"
+        )
+    return names
+
+
+def weaker_isolation(have: str | None, need: str | None) -> bool:
+    """Whether isolation ``have`` lacks a layer that ``need`` has (an unknown ``have`` is weaker than any
+    requirement; no requirement is met by anything)."""
+    if need is None:
+        return False
+    if have is None:
+        return True
+    return bool(isolation_missing(have) - isolation_missing(need))
+
+
+def strongest_isolation(labels: Sequence[str | None]) -> str | None:
+    """The isolation a set of verdicts claims at best: every layer that any of them had (``None`` if none is
+    known). Verdicts graded under less than this are of lower trust."""
+    known = [isolation_missing(label) for label in labels if label is not None]
+    if not known:
+        return None
+    missing: frozenset[str] = known[0].intersection(*known[1:])
+    return "full" if not missing else "weaker: " + ", ".join(sorted(missing))
 
 
 # --------------------------------------------------------------------------------------------- provenance

@@ -16,6 +16,11 @@ lists of ``{"role", "content"}`` messages (conversational format). The answer ho
 computed exactly as the export computes it (hidden + adversarial, gated on public, zero when flagged for reward
 hacking) and ``None`` where the sandbox failed (TRL records ``None`` as NaN and ignores it).
 
+It also answers ``None`` (and counts it in ``fn.stats["weaker_isolation"]``) for every completion when the
+sandbox isolation in effect is weaker than the isolation required: ``make_reward(required_isolation=...)``, else
+the ``isolation`` column (the campaign's recorded isolation, as the grpo export writes it). Training then never
+mixes rewards of different trust.
+
 The task bank is, in order: ``make_reward(tasks_dir=...)``, the ``tasks_dir`` column, ``$EVALKIT_TASKS``. The
 adversarial tests come from the store in ``$EVALKIT_HOME`` when one exists there.
 """
@@ -38,7 +43,9 @@ from evalkit_training._reward import (
     banked_adversarial,
     compute_reward,
     grade_rollouts,
+    isolation_missing,
     no_adversarial,
+    weaker_isolation,
 )
 
 __all__ = ["TASKS_ENV", "RewardFunction", "completion_text", "make_reward", "reward"]
@@ -48,6 +55,12 @@ TASKS_ENV = "EVALKIT_TASKS"
 
 class RewardFunction(Protocol):
     __name__: str
+    stats: dict[str, int]
+    settings: VerifierSettings
+
+    def close(self) -> None: ...
+
+    def isolation(self) -> str: ...
 
     def __call__(
         self,
@@ -113,15 +126,25 @@ class _Grader:
         workers: int | None,
         adversarial: AdversarialSource | None,
         allow_flagged: bool,
+        required_isolation: str | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._tasks_dir = None if tasks_dir is None else Path(tasks_dir)
-        self._settings = VerifierSettings(limits or SandboxLimits())
+        self._settings = VerifierSettings(limits or (sandbox.limits if sandbox is not None else SandboxLimits()))
+        self._own_sandbox = sandbox is None
         self._workers = workers
         self._adversarial = adversarial
         self._allow_flagged = allow_flagged
         self._banks: dict[Path, dict[str, Task]] = {}
-        self._sandbox: Sandbox | None = None
+        self._sandbox: Sandbox | None = sandbox
+        self._isolation: str | None = None
         self._lock = threading.Lock()
+        if required_isolation is not None:
+            isolation_missing(required_isolation, "required_isolation")  # refuse a malformed one up front
+        self._required = required_isolation
+        # what the function did, for a trainer's log and a receipt: completions scored, refused for weaker
+        # isolation, without a reward (sandbox failures), flagged for reward hacking
+        self.stats: dict[str, int] = {"scored": 0, "weaker_isolation": 0, "no_reward": 0, "flagged": 0}
 
     def _bank(self, directory: object) -> dict[str, Task]:
         if self._tasks_dir is not None:
@@ -153,9 +176,21 @@ class _Grader:
                 atexit.register(self.close)
             return self._sandbox
 
+    @property
+    def settings(self) -> VerifierSettings:
+        return self._settings
+
+    def isolation(self) -> str:
+        """The sandbox isolation in effect (``Isolation.label``), measured once the sandbox has started."""
+        box = self._box()
+        with self._lock:
+            if self._isolation is None:
+                self._isolation = box.isolation.label
+            return self._isolation
+
     def close(self) -> None:
         with self._lock:
-            if self._sandbox is not None:
+            if self._sandbox is not None and self._own_sandbox:
                 self._sandbox.close()
                 self._sandbox = None
 
@@ -172,6 +207,15 @@ class _Grader:
         ids = _per_sample("task_id", task_id, n)
         dirs = _per_sample("tasks_dir", kwargs.get("tasks_dir"), n)
         digests = _per_sample("task_digest", kwargs.get("task_digest"), n)
+        required = _per_sample("isolation", self._required or kwargs.get("isolation"), n)
+        have = self.isolation()
+        weaker = [
+            weaker_isolation(have, need if isinstance(need, str) and need else None) for need in required
+        ]
+        if all(weaker):
+            with self._lock:
+                self.stats["weaker_isolation"] += n
+            return [None] * n
         source = self._source()
         items: list[tuple[Task, str, Sequence[CallTest]]] = []
         for i in range(n):
@@ -186,13 +230,21 @@ class _Grader:
                     f"task_digest: the dataset was made for {tid} at {want}, the bank holds {task.digest}"
                 )
             items.append((task, completion_text(completions[i]), tuple(source(task))))
-        gradings = grade_rollouts(items, self._box(), self._settings)
-        out: list[float | None] = []
-        for (task, text, adversarial), grading in zip(items, gradings, strict=True):
+        keep = [i for i in range(n) if not weaker[i]]
+        gradings = grade_rollouts([items[i] for i in keep], self._box(), self._settings)
+        out: list[float | None] = [None] * n
+        counts = {"scored": 0, "weaker_isolation": n - len(keep), "no_reward": 0, "flagged": 0}
+        for i, grading in zip(keep, gradings, strict=True):
+            task, text, adversarial = items[i]
             report = check_rollout(task, text, grading, adversarial)
-            out.append(
-                compute_reward(grading, flagged=report.flagged, allow_flagged=self._allow_flagged).value
-            )
+            value = compute_reward(grading, flagged=report.flagged, allow_flagged=self._allow_flagged).value
+            out[i] = value
+            counts["scored"] += 1
+            counts["no_reward"] += value is None
+            counts["flagged"] += report.flagged
+        with self._lock:
+            for key, value in counts.items():
+                self.stats[key] += value
         return out
 
 
@@ -203,11 +255,16 @@ def make_reward(
     workers: int | None = None,
     adversarial: AdversarialSource | None = None,
     allow_flagged: bool = False,
+    required_isolation: str | None = None,
+    sandbox: Sandbox | None = None,
     name: str = "evalkit_reward",
 ) -> RewardFunction:
     """A reward function with its own settings (task bank, sandbox limits and workers, adversarial source,
-    whether flagged rollouts keep their reward). ``adversarial=None``: the store in ``$EVALKIT_HOME`` if any."""
-    grader = _Grader(tasks_dir, limits, workers, adversarial, allow_flagged)
+    whether flagged rollouts keep their reward, the isolation it requires: ``full`` or ``weaker: <missing
+    layers>``, as ``Isolation.label``), and a sandbox of the caller's to grade in (it stays the caller's to
+    close; default: one of its own, started on first use). ``adversarial=None``: the store in ``$EVALKIT_HOME`` if any. The function
+    carries ``close()``, ``stats`` (counts), ``settings`` (its ``VerifierSettings``) and ``isolation()``."""
+    grader = _Grader(tasks_dir, limits, workers, adversarial, allow_flagged, required_isolation, sandbox)
 
     def fn(
         prompts: Sequence[object], completions: Sequence[object], task_id: object = None, **kwargs: object
@@ -216,7 +273,11 @@ def make_reward(
 
     fn.__name__ = name
     fn.__qualname__ = name
-    cast("dict[str, object]", fn.__dict__)["close"] = grader.close
+    attributes = cast("dict[str, object]", fn.__dict__)
+    attributes["close"] = grader.close
+    attributes["stats"] = grader.stats
+    attributes["settings"] = grader.settings
+    attributes["isolation"] = grader.isolation
     return cast("RewardFunction", fn)
 
 

@@ -250,6 +250,16 @@ _V2 = (
     "ALTER TABLE rollouts ADD COLUMN anomaly TEXT",
 )
 
+# Version 3: what each stored verdict was graded under, so a rewards export can use it without grading again and
+# refuse it when it no longer matches: the verifier settings digest, the task bank digest (of the campaign's
+# selection) and the sandbox isolation in effect (``Isolation.label``). Rows graded before stay NULL there (an
+# export names them and asks for --regrade).
+_V3 = (
+    "ALTER TABLE rollouts ADD COLUMN settings_digest TEXT",
+    "ALTER TABLE rollouts ADD COLUMN bank_digest TEXT",
+    "ALTER TABLE rollouts ADD COLUMN isolation TEXT",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1, "model calls, attempts, budget and ledger, registries; campaign/rollout/counterexample tables", _V1
@@ -259,4 +269,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         "owners and leases; unknown outcomes, labels, worst cases and anomalies on calls; campaign leases",
         _V2,
     ),
+    Migration(3, "per-rollout verifier settings digest, bank digest and sandbox isolation", _V3),
 )
