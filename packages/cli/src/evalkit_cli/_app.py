@@ -9,6 +9,7 @@ from evalkit_cli._adversary import app as adversary_app
 from evalkit_cli._campaign import app as campaign_app
 from evalkit_cli._errors import run_app
 from evalkit_cli._eval import eval_command
+from evalkit_cli._report import report_command
 from evalkit_cli._rewards import app as rewards_app
 from evalkit_cli._route import app as route_app
 from evalkit_cli._version import version_callback
@@ -56,6 +57,7 @@ app.add_typer(adversary_app, name="adversary", help="Mine counterexamples agains
 app.add_typer(campaign_app, name="campaign", help="Campaigns: K rollouts x tasks x models, resumable.")
 app.add_typer(route_app, name="route", help="Cost-aware routing: calibrate, simulate on stored rollouts, route live.")
 app.add_typer(rewards_app, name="rewards", help="Export verifier rewards for fine-tuning (jsonl, grpo, dpo, sft).")
+app.command("report")(report_command)
 for _target in (app, pit_app):
     _target.command("run")(_pit.run)
     _target.command("verify")(_pit.verify)
