@@ -30,8 +30,8 @@ WORKSPACE = ("evalkit-core", "evalkit", "evalkit-router", "evalkit-training", "e
 # What each distribution must NOT be able to import when installed alone (it would mean an undeclared dependency
 # could be hiding behind the shared venv).
 FORBIDDEN = {
-    "evalkit-core": ["evalkit", "typer", "jsonschema"],
-    "evalkit": ["evalkit_router", "evalkit_training", "evalkit_cli", "typer"],
+    "evalkit-core": ["evalkit", "typer", "jsonschema", "inspect_ai"],
+    "evalkit": ["evalkit_router", "evalkit_training", "evalkit_cli", "typer", "inspect_ai"],  # inspect_ai: an extra
     "evalkit-router": ["evalkit_training", "evalkit_cli", "typer"],
     "evalkit-training": ["evalkit_router", "evalkit_cli", "typer"],
     "evalkit-cli": [],

@@ -297,6 +297,10 @@ def _agent_build(spec: dict[str, object]) -> object:
 
         opts: dict[str, object] = spec["options"]  # type: ignore[assignment]
         return from_model(str(spec["model_id"]), **opts)  # type: ignore[arg-type]
+    if kind == "inspect":
+        from evalkit.pit._inspect import build_inspect_agent
+
+        return build_inspect_agent(str(spec["solver"]), spec["options"])  # type: ignore[arg-type]
     target = _agent_rebuild(spec["target"])  # type: ignore[arg-type]
     if kind == "tool_loop":
         opts = spec["options"]  # type: ignore[assignment]

@@ -60,7 +60,8 @@ class Agent(Protocol):
 
 @attrs.frozen
 class AgentOrigin:
-    """How to build an agent again inside the wall: ``kind`` is ``stub``, ``callable`` (``target`` is the
+    """How to build an agent again inside the wall: ``kind`` is ``stub``, ``inspect`` (``spec`` is the solver's
+    ``module:attribute``, see :mod:`evalkit.pit._inspect`), ``callable`` (``target`` is the
     function), ``spec`` (``spec`` is ``module:attribute``), ``tool_loop`` (``target`` is the step) or ``model``
     (``spec`` is the model id); ``options`` are the adapter's keyword arguments."""
 
@@ -255,9 +256,13 @@ def resolve_agent(spec: str) -> Agent:
         from evalkit.pit._model_agent import from_model
 
         return from_model(spec.removeprefix("model:"))
+    if spec.startswith("inspect:"):
+        return _inspect_agent(spec)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigError(f"agent: expected 'stub' or 'module:function', got {spec!r}")
+        raise ConfigError(
+            f"agent: expected 'stub', 'model:ID', 'inspect:MODULE:SOLVER@MODEL' or 'module:function', got {spec!r}"
+        )
     if module_location(module_name) is None:
         raise AgentSpecError(
             f"agent {spec!r}: cannot import module {module_name!r} (not found on the Python path)"
@@ -273,3 +278,26 @@ def resolve_agent(spec: str) -> Agent:
         return _coerce(target(prompt, tools), who)
 
     return _FunctionAgent(who, call, AgentOrigin("spec", spec=spec))
+
+
+INSPECT_EXTRA = "the Inspect AI integration needs the optional extra evalkit[inspect] (pip install 'evalkit[inspect]')"
+
+
+def inspect_available() -> bool:
+    """Whether Inspect AI (the optional extra ``evalkit[inspect]``) is installed, found without importing it."""
+    return module_location("inspect_ai") is not None
+
+
+def _inspect_agent(spec: str) -> Agent:
+    """``inspect:MODULE:SOLVER@MODEL``: an Inspect solver run as a PIT agent, its model calls through the gateway."""
+    body, at, model = spec.removeprefix("inspect:").rpartition("@")
+    module_name, sep, attr = body.partition(":")
+    if not at or not model or not sep or not module_name or not attr:
+        raise ConfigError(f"agent: expected 'inspect:MODULE:SOLVER@MODEL' (MODEL a registry id), got {spec!r}")
+    if not inspect_available():
+        raise AgentSpecError(f"agent {spec!r}: {INSPECT_EXTRA}")
+    if module_location(module_name) is None:
+        raise AgentSpecError(f"agent {spec!r}: cannot import module {module_name!r} (not found on the Python path)")
+    from evalkit.pit._inspect import from_inspect_solver
+
+    return from_inspect_solver(body, model=model)

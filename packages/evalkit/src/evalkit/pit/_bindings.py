@@ -88,6 +88,8 @@ def agent_code(spec: str, name: str) -> dict[str, Any]:
 
     - ``stub``: built in, covered by the harness source digest;
     - ``model:ID``: the adapter is harness code; the model is named (its reported version is in P1);
+    - ``inspect:MODULE:SOLVER@MODEL`` (what :func:`from_inspect_solver` names its agents): the solver's module as
+      below, the model id, and the installed Inspect AI version;
     - a ``module:function`` spec, or an agent named ``plain:module:qualname`` / ``tool_loop:module:qualname``
       (what :func:`from_callable` and :func:`from_tool_loop` name them): the sha256 of the module's source
       file, and the installed distribution's name and version when the module belongs to one. A module
@@ -97,9 +99,20 @@ def agent_code(spec: str, name: str) -> dict[str, Any]:
         return {"kind": "builtin", "covered_by": "harness.source_sha256"}
     if spec.startswith("model:") and name.startswith("model:"):
         return {"kind": "model", "model_id": spec.removeprefix("model:")}
+    inspect_spec = spec if spec.startswith("inspect:") else name if name.startswith("inspect:") else None
+    if inspect_spec is not None:  # inspect:MODULE:SOLVER@MODEL: the solver's module, the model, Inspect's version
+        body, _, model = inspect_spec.removeprefix("inspect:").rpartition("@")
+        out = _module_code(body.partition(":")[0])
+        out["model_id"] = model
+        out["framework"] = {"name": "inspect-ai", "version": _version("inspect-ai") or "unknown"}
+        return out
     module = _module_of(spec, name)
     if module is None:
         return {"kind": "unknown", "detail": f"cannot tell the agent's module from {name!r}"}
+    return _module_code(module)
+
+
+def _module_code(module: str) -> dict[str, Any]:
     source = _module_file(module)
     out: dict[str, Any] = {
         "kind": "module",

@@ -120,6 +120,10 @@ def recipe_for(agent: object, protected: Iterable[str | Path]) -> Recipe:
         builder.need_module(module)
         spec["target"] = builder.recipe(["import", module, attr])
         spec["where"] = f"{attr!r} in module {module!r}"
+    elif origin.kind == "inspect":
+        module, _, _attr = origin.spec.partition(":")
+        builder.need_module(module)
+        spec.update(solver=origin.spec, options=options)
     elif origin.kind in ("callable", "tool_loop"):
         root = builder.ref(origin.target, "the agent's function")
         spec["target"] = builder.recipe(root)
@@ -130,6 +134,8 @@ def recipe_for(agent: object, protected: Iterable[str | Path]) -> Recipe:
     warm = ["evalkit.pit._agents", "evalkit.pit._guard"]
     if origin.kind == "model":
         warm.append("evalkit.pit._model_agent")
+    if origin.kind == "inspect":  # Inspect takes seconds to import: once in the zygote, not once per cell
+        warm.append("evalkit.pit._inspect")
     own = _top_package(origin)
     warm += [m for m in builder.library_imports() if m.partition(":")[0].partition(".")[0] != own]
     return Recipe(

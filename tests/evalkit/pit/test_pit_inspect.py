@@ -1,0 +1,324 @@
+"""Inspect AI solvers as PIT agents (``pit_harness.adapters.inspect``), offline.
+
+The solver is a module of its own (the harness never imports it: it runs inside the agent's wall, a fresh process
+per cell). Its model is ``evalkit/<registry id>``: every call goes over the agent's pipe to the harness and from
+there through the model gateway (outside the wall, holding the key) to a scripted OpenAI-compatible server on
+loopback, whose replies are Inspect ``ModelOutput`` objects written by the test (custom mock outputs).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("inspect_ai", reason="the optional extra evalkit[inspect] is not installed")
+
+from inspect_ai.model import ModelOutput
+
+from evalkit.pit import CellView, RunConfig, Toolbox, resolve_agent, run, tool_specs
+from evalkit_core import Release, nyse, parse_clock
+from pit_harness.adapters.inspect import from_inspect_solver, pit_tools
+
+RUN_START = "2023-03-01"
+
+KEY_ENV = "EVALKIT_TEST_INSPECT_API_KEY"
+KEY = "sk-inspect-test-DO-NOT-LEAK-17"
+REPORTED = "inspect-mock-2026-12-01"
+RUN_END_SHORT = "2023-03-03"
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+def _openai(output: ModelOutput) -> dict[str, Any]:
+    """An Inspect ModelOutput as the OpenAI chat completion the scripted server sends."""
+    msg = output.message
+    message: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
+    if msg.tool_calls:
+        message["tool_calls"] = [
+            {"id": tc.id, "type": "function", "function": {"name": tc.function, "arguments": json.dumps(tc.arguments)}}
+            for tc in msg.tool_calls
+        ]
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "model": REPORTED,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if msg.tool_calls else "stop"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5},
+    }
+
+
+def _script(body: dict[str, Any]) -> ModelOutput:
+    """The mock outputs: list two filings, then submit the first; answer the probe's question with a refusal."""
+    last = body["messages"][-1]
+    if last["role"] == "user" and "real filing date" in str(last.get("content")):
+        return ModelOutput.from_content(REPORTED, "I cannot tell.")
+    if last["role"] == "user":
+        return ModelOutput.for_tool_call(REPORTED, "pit_list", {"limit": 2}, tool_call_id="c1")
+    rows = json.loads(last["content"]).get("rows", [])
+    return ModelOutput.for_tool_call(REPORTED, "submit", {"row_keys": [r["row_key"] for r in rows[:1]]}, tool_call_id="c2")
+
+
+class _Server(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    bodies: list[dict[str, Any]] = []
+    auth: list[str] = []
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        _Server.bodies.append(body)
+        _Server.auth.append(self.headers.get("Authorization", ""))
+        data = json.dumps(_openai(_script(body))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def mock_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    registry = tmp_path / "registry.toml"
+    registry.write_text(
+        '[models."mock/inspect"]\nprovider = "openai-compatible"\napi_model = "mock"\n'
+        f'base_url = "http://127.0.0.1:{server.server_address[1]}/v1"\napi_key_env = "{KEY_ENV}"\n'
+        "context_window = 100000\nmax_output = 4096\n"
+        'prices = { input = "1", output = "2", cache_read = "1", cache_write = "1" }\n'
+    )
+    monkeypatch.setenv("EVALKIT_REGISTRY", str(registry))
+    monkeypatch.setenv(KEY_ENV, KEY)
+    _Server.bodies, _Server.auth = [], []
+    try:
+        yield "mock/inspect"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+SOLVERS = """
+from inspect_ai.solver import Generate, TaskState, chain, generate, solver, system_message
+from inspect_ai.tool import ToolDef
+
+
+@solver
+def trader(note: str = "Use the tools, then call submit."):
+    return chain(system_message(note), generate())
+
+
+@solver
+def counting():
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        names = sorted(ToolDef(t).name for t in state.tools)  # what the harness gave it
+        state = await generate(state)
+        state.output.completion = ",".join(names)  # the reply's text: the tools it was given
+        return state
+
+    return solve
+"""
+
+
+@pytest.fixture
+def solver_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    where = tmp_path / "solversrc"
+    where.mkdir()
+    name = f"inspect_solvers_{os.getpid()}"
+    (where / f"{name}.py").write_text(textwrap.dedent(SOLVERS))
+    monkeypatch.syspath_prepend(str(where))
+    return name
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _cfg(release_dir: Path, agent: str, **kw: Any) -> RunConfig:
+    base: dict[str, Any] = {
+        "bundle_path": str(release_dir),
+        "forms": ("8-K",),
+        "start": RUN_START,
+        "end": RUN_END_SHORT,
+        "arms": ("main", "shifted"),
+        "clocks": ("pit",),
+        "probe_items": 1,
+        "agent": agent,
+        "trajectory_path": "trajectory.jsonl",
+        "receipt_path": "receipt.json",
+    }
+    return RunConfig(**{**base, **kw})
+
+
+def test_pit_tools_have_the_harness_names_arguments_and_answers(synth_release: Release) -> None:
+    import asyncio
+
+    from inspect_ai.tool import ToolDef
+
+    calendar = nyse()
+    view = CellView("main", parse_clock("pit"), synth_release.arm("main"), synth_release.arm("main"), calendar)
+    s_idx = calendar.index_of(calendar.between(RUN_START, RUN_START)[0].date)
+    log: list[tuple[str, dict[str, Any]]] = []
+    toolbox = Toolbox(view, s_idx, lambda tool, args, result: log.append((tool, args)))
+    twin = Toolbox(view, s_idx, lambda *_: None)
+    tools = pit_tools(toolbox)
+    specs = {s["function"]["name"]: s["function"] for s in tool_specs()}
+    assert [ToolDef(t).name for t in tools] == list(specs)
+    for t in tools:
+        d = ToolDef(t)
+        params = specs[d.name]["parameters"]
+        assert d.description == specs[d.name]["description"]
+        assert set(d.parameters.properties) == set(params["properties"])
+        assert d.parameters.required == params.get("required", [])
+    by_name = {ToolDef(t).name: t for t in tools}
+    got = json.loads(asyncio.run(by_name["pit_list"](limit=200)))  # 200 rows: far past Inspect's 16 KB default cut
+    assert got == twin.pit_list(limit=200)
+    assert len(got["rows"]) == 200
+    key = got["rows"][0]["row_key"]
+    assert json.loads(asyncio.run(by_name["pit_read"](row_key=key))) == twin.pit_read(key)
+    assert json.loads(asyncio.run(by_name["pit_search"](query="8-K", limit=3))) == twin.pit_search("8-K", 3)
+    assert json.loads(asyncio.run(by_name["pit_coverage"]())) == twin.pit_coverage()
+    # each call is the toolbox's own, so it is on the toolbox's record (what the runner writes to the trajectory)
+    assert log == [
+        ("pit_list", {"limit": 200, "offset": 0, "form": None}),
+        ("pit_read", {"row_key": key}),
+        ("pit_search", {"query": "8-K", "limit": 3}),
+        ("pit_coverage", {}),
+    ]
+
+
+@needs_bwrap
+def test_an_inspect_solver_runs_through_pit_inside_the_wall_via_the_gateway(
+    mock_model: str, solver_module: str, synth_release_dir: Path, in_tmp: Path
+) -> None:
+    agent = from_inspect_solver(f"{solver_module}:trader", model=mock_model)
+    result = run(agent, _cfg(synth_release_dir, agent.name))
+    body = result.body
+    assert body["valid"] is True, body["agent_errors"]
+    assert body["agent"]["wall"]["full"] is True
+    events = _events(result.trajectory_path)
+    decisions = [e for e in events if e["type"] == "decision"]
+    tool_calls = [e for e in events if e["type"] == "tool_call"]
+    model_calls = [e for e in events if e["type"] == "model_call"]
+    sessions = len(decisions)
+    assert sessions == 2 * 3  # two arms x three sessions (2023-03-01..03)
+    # per session: the solver listed two filings (a harness tool call) and submitted the first of them
+    assert [e["tool"] for e in tool_calls] == ["pit_list"] * sessions
+    assert all(e["args"]["limit"] == 2 for e in tool_calls)
+    for d, t in zip(decisions, tool_calls, strict=True):
+        first = t["result"]["rows"][:1]
+        assert d["picks"] == [r["row_key"] for r in first]
+    # every model call went through the gateway to the provider and is on the record (two a session + the probe)
+    assert len(_Server.bodies) == len(model_calls) == 2 * sessions + 1
+    assert body["protocol"]["P4_costs_and_frictions"]["model_calls"] == len(model_calls)
+    assert REPORTED in json.dumps(body["protocol"]["P1_model_version"])
+    assert all(a == f"Bearer {KEY}" for a in _Server.auth)
+    # the solver's system message and the harness's tools reached the model
+    first = _Server.bodies[0]
+    assert first["messages"][0] == {"role": "system", "content": "Use the tools, then call submit."}
+    assert sorted(t["function"]["name"] for t in first["tools"]) == sorted(
+        ["pit_list", "pit_search", "pit_read", "pit_coverage", "submit"]
+    )
+    assert body["probe"]["verdict"] == "mask_holds"
+    # the receipt binds the solver's module source, the model and Inspect's version
+    code = body["agent"]["code"]
+    assert code["kind"] == "module"
+    assert code["module"] == solver_module
+    assert code["sha256"].startswith("sha256:")
+    assert code["model_id"] == mock_model
+    assert code["framework"] == {"name": "inspect-ai", "version": importlib.metadata.version("inspect-ai")}
+    for path in (result.trajectory_path, result.receipt_path):
+        assert KEY not in path.read_text()
+
+
+@needs_bwrap
+def test_the_cli_spelling_inspect_module_solver_at_model(
+    mock_model: str, solver_module: str, synth_release_dir: Path, in_tmp: Path
+) -> None:
+    spec = f"inspect:{solver_module}:counting@{mock_model}"
+    result = run(resolve_agent(spec), _cfg(synth_release_dir, spec, arms=("main",), probe_items=0))
+    assert result.body["valid"] is True, result.body["agent_errors"]
+    decisions = [e for e in _events(result.trajectory_path) if e["type"] == "decision"]
+    assert len(decisions) == 3
+    assert all(len(d["picks"]) == 1 for d in decisions)
+    assert {d["text"] for d in decisions} == {"pit_coverage,pit_list,pit_read,pit_search,submit"}
+
+
+def test_a_solver_that_cannot_cross_the_wall_is_refused_with_how() -> None:
+    from evalkit.pit import AgentSpecError
+
+    async def local(state: Any, generate: Any) -> Any:
+        return state
+
+    with pytest.raises(AgentSpecError, match="importable by name"):
+        from_inspect_solver(local, model="mock/inspect")
+    with pytest.raises(Exception, match=r"inspect:MODULE:SOLVER@MODEL"):
+        resolve_agent("inspect:nomodel")
+
+
+def test_inspect_agent_specs_name_the_extra_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.pit import AgentSpecError, _agents
+
+    monkeypatch.setattr(_agents, "inspect_available", lambda: False)
+    with pytest.raises(AgentSpecError, match=r"evalkit\[inspect\]"):
+        resolve_agent("inspect:somewhere:solver@mock/inspect")
+
+
+
+@needs_bwrap
+def test_evalkit_run_with_an_inspect_agent_then_verify(
+    mock_model: str, solver_module: str, synth_release_dir: Path, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "run.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "bundle_path": str(synth_release_dir),
+                "forms": ["8-K"],
+                "start": RUN_START,
+                "end": RUN_START,
+                "arms": ["main"],
+                "clocks": ["pit", "dump"],
+                "probe_items": 0,
+            }
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "solversrc")}
+    spec = f"inspect:{solver_module}:trader@{mock_model}"
+
+    def evalkit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "evalkit_cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=300, check=False,
+        )
+
+    res = evalkit("run", "--config", str(cfg), "--agent", spec, "--json")
+    assert res.returncode == 0, res.stderr
+    body = json.loads((tmp_path / "out/pit/receipt.json").read_text())["body"]
+    assert body["agent"]["spec"] == spec
+    assert body["valid"] is True
+    assert len(_Server.bodies) == 2 * 2  # two cells of one session: list, then submit
+    ver = evalkit("verify", "out/pit/receipt.json", "--bundle", str(synth_release_dir), "--config", str(cfg))
+    assert ver.returncode == 0, ver.stdout + ver.stderr
+    assert "ok        replay" in ver.stdout
+    assert f"not checked: agent code (module {solver_module} sha256:" in ver.stdout
+    bad = evalkit("run", "--config", str(cfg), "--agent", "inspect:nowhere_at_all:solver@mock/inspect")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "error: --agent: 'inspect:nowhere_at_all:solver@mock/inspect': cannot import module 'nowhere_at_all' "
+        "(not found on the Python path)"
+    )
