@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from evalkit import verify_eval_receipt
 from evalkit_cli import app
+from evalkit_core import ConfigError
 
 BANK = Path(__file__).parents[1] / "evalkit" / "fixtures" / "tasks"
 runner = CliRunner()
@@ -26,7 +27,7 @@ def evalkit(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_reference_eval_writes_results_and_a_receipt(tmp_path):
+def test_reference_eval_writes_results_and_a_receipt(tmp_path, monkeypatch):
     out, receipt = tmp_path / "results.jsonl", tmp_path / "r.json"
     result = runner.invoke(
         app,
@@ -63,9 +64,23 @@ def test_reference_eval_writes_results_and_a_receipt(tmp_path):
     assert len(rows[0]["hidden"]["tests"]) == 3
     body = json.loads(receipt.read_text())["body"]
     assert set(body["binding"]) == {"tasks", "results"}
-    assert body["files"] == {"tasks": str(BANK), "results": str(out)}
+    # paths relative to the receipt's directory, so the receipt verifies from anywhere
+    assert body["files"] == {"tasks": os.path.relpath(BANK, tmp_path), "results": "results.jsonl"}
+    assert body["files_relative_to"] == "receipt"
     checks = verify_eval_receipt(receipt, out, BANK)
     assert [name for name, ok, _ in checks if not ok] == []
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert [name for name, ok, _ in verify_eval_receipt(receipt) if not ok] == []
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    out.replace(moved / out.name)
+    receipt.replace(moved / receipt.name)  # a receipt moved with its results still finds them
+    assert [n for n, ok, _ in verify_eval_receipt(moved / receipt.name, tasks_dir=BANK) if not ok] == []
+    (moved / out.name).replace(out)
+    (moved / receipt.name).replace(receipt)
+    monkeypatch.chdir(tmp_path)
     assert {name for name, _, _ in checks} == {"signature", "body", "results", "summary", "tasks"}
     # the same configuration gives a byte-identical body
     receipt2 = tmp_path / "r2.json"
@@ -209,3 +224,11 @@ def test_evalkit_verify_checks_an_eval_receipt(tmp_path):
     bad = subprocess.run([*run, "verify", str(receipt)], capture_output=True, text=True, check=False)
     assert bad.returncode == 1
     assert "MISMATCH" in bad.stdout
+
+
+def test_out_onto_a_directory_is_refused_before_any_grading(tmp_path):
+    result = runner.invoke(app, ["eval", "--tasks", str(BANK), "--solver", "reference", "--out", str(tmp_path)])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == f"--out {tmp_path}: is a directory; expected a file path"
+    assert list(tmp_path.iterdir()) == []

@@ -52,6 +52,7 @@ EXPECTED_ALL = [
     "cache_dir",
     "canonical_bytes",
     "check_bindings",
+    "check_output_path",
     "check_receipt",
     "check_release",
     "check_signature",

@@ -110,6 +110,26 @@ def test_shipped_schema_accepts_fixtures_and_names_problems():
     assert problems, "a broken task must not validate"
 
 
+def test_a_misspelled_key_is_one_short_line_naming_it_and_the_field_it_stands_for():
+    data = json.loads((BANK / "code" / "double" / "001" / "task.json").read_text())
+    data["entry_pont"] = data.pop("entry_point")
+    assert validate_task_json(data) == ["/: field 'entry_pont' is not a task field, did you mean 'entry_point'?"]
+    data = json.loads((BANK / "code" / "double" / "001" / "task.json").read_text())
+    del data["signature"]
+    data["colour"] = 1
+    assert validate_task_json(data) == [
+        (
+            "/: unexpected field 'colour' (allowed: arg_types, description, entry_point, family, float_tolerance, "
+            "hidden_tests, public_tests, return_type, signature)"
+        ),
+        "/: field 'signature' is missing",
+    ]
+    data = json.loads((BANK / "structured" / "person" / "001" / "task.json").read_text())
+    data["public_assertions"][0]["op"] = "path_is_nice"
+    (line,) = validate_task_json(data)
+    assert line.startswith("/public_assertions/0/op: ") and len(line) < 300
+
+
 def _write(bank: Path, task_id: str, data: dict, reference: str | None = "def f(x):\n    return x\n") -> Path:
     d = bank / task_id
     d.mkdir(parents=True)

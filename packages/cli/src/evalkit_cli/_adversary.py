@@ -26,14 +26,14 @@ def mine(
         ..., "--solver", help="Candidates: reference, replay:FILE.jsonl (task_id, completion) or model:<id>."
     ),
     proposer: str = typer.Option("fuzz", "--proposer", help="fuzz (offline, seeded) or model:<id>."),
-    budget: int = typer.Option(200, "--budget", help="Proposals per task and candidate."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the fuzz proposer (the sample index for a model)."),
+    budget: int = typer.Option(200, "--budget", min=1, help="Proposals per task and candidate."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the fuzz proposer (the sample index for a model)."),
     task: list[str] = typer.Option([], "--task", help="Only these task ids (repeatable)."),
     keep: int = typer.Option(
-        3, "--keep", help="Counterexamples kept per task and candidate (smallest per category)."
+        3, "--keep", min=1, help="Counterexamples kept per task and candidate (smallest per category)."
     ),
     workers: int | None = typer.Option(
-        None, "--workers", help="Sandbox workers (default: one per CPU, at most 8)."
+        None, "--workers", min=1, help="Sandbox workers (default: one per CPU, at most 8)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:

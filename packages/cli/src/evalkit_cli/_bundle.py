@@ -25,10 +25,10 @@ def _date(value: str, option: str) -> dt.date:
 
 @app.command("synth")
 def synth(
-    rows: int = typer.Option(..., "--rows", help="Number of filings to generate."),
+    rows: int = typer.Option(..., "--rows", min=1, help="Number of filings to generate."),
     start: str = typer.Option(..., "--start", help="First filing date of the window (YYYY-MM-DD)."),
     end: str = typer.Option(..., "--end", help="Last filing date of the window (YYYY-MM-DD)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives a byte-identical release."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Random seed: the same seed gives a byte-identical release."),
     out: Path = typer.Option(..., "--out", help="Directory to write the release to (must not exist or be empty)."),
     name: str | None = typer.Option(None, "--name", help="Release name (default synthetic-SEED-ROWS)."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it already holds files."),

@@ -117,7 +117,7 @@ def run(
         None, "--out", help="Directory for results.jsonl, report.json, receipt.json."
     ),
     workers: int | None = typer.Option(
-        None, "--workers", help="Sandbox workers (default: the number of cores)."
+        None, "--workers", min=1, help="Sandbox workers (default: the number of cores)."
     ),
     timeout: str | None = typer.Option(
         None,

@@ -22,13 +22,13 @@ def eval_command(
         ..., "--solver", help="reference, replay:FILE.jsonl (lines of task_id and completion), or model:<id> (a registry model, e.g. model:sim/strong)."
     ),
     k: int | None = typer.Option(
-        None, "--k", help="Samples per task (reference: repeat; replay: keep the first K)."
+        None, "--k", min=1, help="Samples per task (reference: repeat; replay: keep the first K)."
     ),
     out: Path | None = typer.Option(None, "--out", help="Write one JSON line per rollout here."),
     receipt: Path | None = typer.Option(
         None, "--receipt", help="Write a receipt binding tasks, settings and results."
     ),
-    workers: int | None = typer.Option(None, "--workers", help="Sandbox workers (default: one per CPU, at most 8)."),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Sandbox workers (default: one per CPU, at most 8)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""

@@ -231,7 +231,7 @@ def budget_reconcile(
         _print_status(status, store.path)
 
 
-@budget_app.command("set")
+@budget_app.command("set", context_settings={"ignore_unknown_options": True})  # so "-5" reaches the check
 def budget_set(
     amount: str = typer.Argument(..., help="The cap in USD, e.g. 5 or 0.25; 'none' removes the cap."),
     home: Path | None = typer.Option(None, "--home", help=_HOME_HELP),

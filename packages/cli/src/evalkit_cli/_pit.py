@@ -221,8 +221,8 @@ def export(
     forms: str | None = typer.Option(None, "--forms", help="Comma-separated forms, e.g. 8-K,10-Q."),
     start: str | None = typer.Option(None, "--start", help="First date (YYYY-MM-DD)."),
     end: str | None = typer.Option(None, "--end", help="Last date (YYYY-MM-DD)."),
-    hold_sessions: int = typer.Option(5, "--hold-sessions", help="Holding period stated in each prompt."),
-    max_rows: int = typer.Option(50, "--max-rows", help="At most this many new filings per prompt."),
+    hold_sessions: int = typer.Option(5, "--hold-sessions", min=1, help="Holding period stated in each prompt."),
+    max_rows: int = typer.Option(50, "--max-rows", min=1, help="At most this many new filings per prompt."),
 ) -> None:
     """Export one decision point per session (prompt + metadata, no tools) for Inspect, promptfoo or lm-eval."""
     from evalkit.pit import EXPORT_FORMATS, export_samples, session_samples

@@ -30,7 +30,7 @@ def export(
         None, "--tasks", help="Task bank (default: the one the campaign's configuration names)."
     ),
     workers: int | None = typer.Option(
-        None, "--workers", help="Sandbox workers for rollouts graded at export."
+        None, "--workers", min=1, help="Sandbox workers for rollouts graded at export."
     ),
     regrade: bool = typer.Option(
         False,

@@ -45,8 +45,8 @@ def simulate(
         "--evaluate-on",
         help="Another campaign's name, or split:FRACTION:SEED to hold out part of the calibration campaign's tasks.",
     ),
-    threshold: float = typer.Option(0.5, "--threshold", help="Minimum calibrated quality (Wilson lower bound)."),
-    confidence_z: float = typer.Option(1.96, "--z", help="z of the Wilson lower bound (1.96 = 95%)."),
+    threshold: float = typer.Option(0.5, "--threshold", min=0.0, max=1.0, help="Minimum calibrated quality (Wilson lower bound)."),
+    confidence_z: float = typer.Option(1.96, "--z", min=0.01, max=10.0, help="z of the Wilson lower bound (1.96 = 95%)."),
     do_sweep: bool = typer.Option(False, "--sweep", help="Print the cost/quality frontier over thresholds."),
     in_sample: bool = typer.Option(False, "--in-sample", help="Allow evaluating on the calibration tasks (labelled)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -109,7 +109,7 @@ def simulate(
 @app.command("run")
 def run(
     tasks: Path = typer.Option(..., "--tasks", help="Task bank directory."),
-    threshold: float = typer.Option(0.5, "--threshold", help="Minimum calibrated quality."),
+    threshold: float = typer.Option(0.5, "--threshold", min=0.0, max=1.0, help="Minimum calibrated quality."),
     calibrate_on: str = typer.Option(..., "--calibrate-on", help="Campaign to calibrate from."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:

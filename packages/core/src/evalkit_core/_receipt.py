@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 import attrs
 
 from evalkit_core._canonical import canonical_bytes, digest, file_digest
-from evalkit_core._errors import ReceiptError
+from evalkit_core._errors import ConfigError, ReceiptError
 
 if TYPE_CHECKING:
     from evalkit_core._signing import SigningKey
@@ -30,11 +30,27 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "check_bindings",
+    "check_output_path",
     "check_receipt",
     "make_receipt",
     "read_receipt",
     "write_receipt",
 ]
+
+
+def check_output_path(path: str | Path, what: str = "output") -> Path:
+    """Refuse, before any work, a path that cannot be written as a file: a directory, or one under a file.
+
+    ``what`` names the option or field in the one-line error (``--out``, ``receipt``)."""
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{what} {target}: is a directory; expected a file path")
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"{what} {target}: {parent} is a file, not a directory")
+            break
+    return target
 
 
 @contextlib.contextmanager
@@ -43,7 +59,7 @@ def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
 
     On any error the temp file is removed and ``path`` is left as it was.
     """
-    target = Path(path)
+    target = check_output_path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.fchmod(fd, 0o644)  # mkstemp makes 0600; receipts and releases are meant to be read by others

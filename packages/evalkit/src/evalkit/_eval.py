@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -36,6 +37,7 @@ from evalkit_core import (
     ReceiptError,
     atomic_write_bytes,
     canonical_bytes,
+    check_output_path,
     check_receipt,
     check_signature,
     ensure_signing_key,
@@ -354,6 +356,14 @@ def run_eval(
         raise ConfigError("--receipt needs --out: the receipt binds the results file")
     if solver != "reference" and not solver.startswith(("replay:", "model:")):
         raise ConfigError(f"--solver must be 'reference', 'replay:FILE.jsonl' or 'model:<id>', got {solver!r}")
+    if out is not None:
+        check_output_path(out, "--out")
+    if receipt is not None:
+        check_output_path(receipt, "--receipt")
+        if out is not None and Path(out).resolve() == Path(receipt).resolve():
+            raise ConfigError(f"--out and --receipt are one path ({out}); they must differ")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
     with Sandbox(limits, workers=workers) as sandbox:
         sandbox.prestart()  # the templates start while the bank loads and the solutions are gathered
         return _run_eval(Path(tasks_dir), solver, sandbox, k=k, out=out, receipt=receipt, progress=progress)
@@ -428,10 +438,12 @@ def _run_eval(
     receipt_path = Path(receipt) if receipt is not None else None
     if receipt_path is not None and out_path is not None:
         binding: dict[str, JSON] = {"tasks": digest_of_bank, "results": file_digest(out_path)}
-        files: dict[str, JSON] = {"tasks": str(bank), "results": str(out_path)}
+        # paths relative to the receipt's directory, so that the receipt verifies from any working directory
+        base = receipt_path.resolve().parent
+        files: dict[str, JSON] = {"tasks": _relative(bank, base), "results": _relative(out_path, base)}
         if replay_path is not None:
             binding["solver_file"] = solver_json["file_digest"]
-            files["solver_file"] = str(replay_path)
+            files["solver_file"] = _relative(replay_path, base)
         body: dict[str, JSON] = {
             "kind": RECEIPT_KIND,
             "format": RECEIPT_FORMAT,
@@ -444,11 +456,23 @@ def _run_eval(
             "summary": summary,
             "binding": binding,
             "files": files,
+            "files_relative_to": "receipt",
         }
         write_receipt(receipt_path, make_receipt(body, key=ensure_signing_key()[0]))
     return EvalReport(
         len(tasks), digest_of_bank, rollouts, summary, settings, isolation, out_path, receipt_path
     )
+
+
+def _relative(path: Path, base: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), base)).as_posix()
+
+
+def _recorded(files: Mapping[str, str], name: str, base: Path | None) -> Path:
+    """A path the receipt recorded: relative to the receipt's directory (``files_relative_to``), else as written
+    (receipts made before, relative to the directory they were made in)."""
+    recorded = Path(files.get(name, ""))
+    return base / recorded if base is not None and not recorded.is_absolute() else recorded
 
 
 def _summary_check(body: dict[str, JSON], results: Path) -> tuple[str, bool, str]:
@@ -486,12 +510,13 @@ def verify_eval_receipt(
         raise ReceiptError(f"{receipt_path}: not an evalkit eval receipt (kind {body.get('kind')!r})")
     binding = cast("dict[str, str]", body.get("binding") or {})
     files = cast("dict[str, str]", body.get("files") or {})
+    base = Path(receipt_path).resolve().parent if body.get("files_relative_to") == "receipt" else None
     checks: list[tuple[str, bool, str]] = []
     sig = check_signature(receipt, trusted_key_ids(key))
     checks.append(("signature", sig.ok, str(sig.key_id) if sig.ok else sig.detail))
     ok = check_receipt(receipt)
     checks.append(("body", ok, "" if ok else "body_sha256 does not match the canonical body"))
-    results = Path(results_path) if results_path is not None else Path(files.get("results", ""))
+    results = Path(results_path) if results_path is not None else _recorded(files, "results", base)
     try:
         actual = file_digest(results)
     except OSError as exc:
@@ -502,7 +527,7 @@ def verify_eval_receipt(
             ("results", ok, "" if ok else f"{results} has {actual}, receipt expects {binding.get('results')}")
         )
         checks.append(_summary_check(body, results))
-    bank = Path(tasks_dir) if tasks_dir is not None else Path(files.get("tasks", ""))
+    bank = Path(tasks_dir) if tasks_dir is not None else _recorded(files, "tasks", base)
     try:
         actual = bank_digest(load_tasks(bank))
         ok = actual == binding.get("tasks")
@@ -516,7 +541,7 @@ def verify_eval_receipt(
     except TaskError as exc:
         checks.append(("tasks", False, str(exc)))
     if "solver_file" in binding:
-        path = Path(files.get("solver_file", ""))
+        path = _recorded(files, "solver_file", base)
         try:
             actual = file_digest(path)
             ok = actual == binding["solver_file"]

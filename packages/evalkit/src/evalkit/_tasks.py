@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias, cast
 
 import attrs
 
@@ -267,9 +267,61 @@ def validate_task_json(data: object) -> list[str]:
     validator = jsonschema.Draft202012Validator(task_schema())
     problems: list[str] = []
     for err in sorted(validator.iter_errors(cast("JSON", data)), key=lambda e: list(e.absolute_path)):
-        pointer = "/" + "/".join(str(p) for p in err.absolute_path)
-        problems.append(f"{pointer}: {err.message}")
+        problems.extend(_schema_messages(err))
     return problems
+
+
+def _schema_messages(err: Any) -> list[str]:
+    """Short ``<json pointer>: <message>`` lines for one jsonschema error, naming the field, never the whole value.
+
+    A ``oneOf`` over the families is explained by the branch the object meant (the one whose ``family`` matched,
+    else the one with the fewest complaints); a misspelled key is one line naming it and the field it stands for.
+    """
+    if err.validator in ("oneOf", "anyOf") and err.context:
+        branches: dict[int, list[Any]] = {}
+        for sub in err.context:
+            branches.setdefault(int(sub.schema_path[0]), []).append(sub)
+
+        def rank(subs: list[Any]) -> tuple[int, int]:
+            wrong_family = any(s.validator == "const" and list(s.path) == ["family"] for s in subs)
+            return (int(wrong_family), len(subs))
+
+        return _flat_messages(min(branches.values(), key=rank))
+    return _flat_messages([err])
+
+
+def _flat_messages(errors: list[Any]) -> list[str]:
+    import difflib
+
+    missing: dict[str, set[str]] = {}
+    for e in errors:
+        if e.validator == "required":
+            pointer = "/" + "/".join(str(p) for p in e.absolute_path)
+            missing.setdefault(pointer, set()).add(str(e.message).split("'")[1])
+    out: list[str] = []
+    used: set[tuple[str, str]] = set()
+    for e in errors:
+        pointer = "/" + "/".join(str(p) for p in e.absolute_path)
+        if e.validator in ("oneOf", "anyOf") and e.context:
+            out.extend(_schema_messages(e))
+        elif e.validator == "additionalProperties" and isinstance(e.instance, dict):
+            known = cast("dict[str, object]", e.schema.get("properties") or {})
+            for name in sorted(str(k) for k in cast("dict[str, object]", e.instance) if str(k) not in known):
+                wanted = sorted(missing.get(pointer, set()) - {m for p, m in used if p == pointer})
+                near = difflib.get_close_matches(name, wanted, n=1) or difflib.get_close_matches(name, list(known), n=1)
+                if near and near[0] in wanted:
+                    used.add((pointer, near[0]))
+                    out.append(f"{pointer}: field {name!r} is not a task field, did you mean {near[0]!r}?")
+                elif near:
+                    out.append(f"{pointer}: unexpected field {name!r} (did you mean {near[0]!r}?)")
+                else:
+                    out.append(f"{pointer}: unexpected field {name!r} (allowed: {', '.join(sorted(known))})")
+        elif e.validator != "required":
+            message = str(e.message)
+            out.append(f"{pointer}: {message if len(message) <= 200 else message[:200] + '...'}")
+    for pointer, names in sorted(missing.items()):
+        out.extend(f"{pointer}: field {n!r} is missing" for n in sorted(names) if (pointer, n) not in used)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- loading

@@ -224,6 +224,9 @@ def budget_status(store: Store) -> BudgetStatus:
     )
 
 
+MAX_CAP = Decimal(10**9)  # a cap beyond any real spend; larger numbers are typing mistakes
+
+
 def parse_cap(text: str) -> Decimal | None:
     """``"5"``, ``"0.25"`` -> Decimal; ``"none"`` -> None (no cap). Raises ``ConfigError`` otherwise."""
     if text.strip().lower() in ("none", "off", "unlimited"):
@@ -236,6 +239,8 @@ def parse_cap(text: str) -> Decimal | None:
         ) from None
     if not value.is_finite() or value < 0:
         raise ConfigError(f"budget cap: expected a non-negative amount in USD, got {text!r}")
+    if value > MAX_CAP:
+        raise ConfigError(f"budget cap: expected at most {MAX_CAP} USD, got {text!r}")
     return plain(value)
 
 
