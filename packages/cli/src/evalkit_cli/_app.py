@@ -13,6 +13,7 @@ from evalkit_cli._report import report_command
 from evalkit_cli._rewards import app as rewards_app
 from evalkit_cli._route import app as route_app
 from evalkit_cli._version import version_callback
+from evalkit_cli._view import view_command
 
 __all__ = ["app", "main", "pit_app", "pit_main"]
 
@@ -58,6 +59,7 @@ app.add_typer(campaign_app, name="campaign", help="Campaigns: K rollouts x tasks
 app.add_typer(route_app, name="route", help="Cost-aware routing: calibrate, simulate on stored rollouts, route live.")
 app.add_typer(rewards_app, name="rewards", help="Export verifier rewards for fine-tuning (jsonl, grpo, dpo, sft).")
 app.command("report")(report_command)
+app.command("view")(view_command)
 for _target in (app, pit_app):
     _target.command("run")(_pit.run)
     _target.command("verify")(_pit.verify)
