@@ -83,12 +83,18 @@ def test_run_with_no_arguments_then_verify(prog, cache, tmp_path):
     lines = ver.stdout.splitlines()
     # The printed line checks everything: every binding, the signature, the schema and the replay, and
     # nothing is left "not checked".
-    assert [ln.split()[:2] for ln in lines] == [
+    assert [ln.split()[:2] for ln in lines[:-1]] == [
         ["ok", name]
         for name in ("signature", "schema", "body_sha256", "trajectory_sha256", "bundle_content_digest", "config_sha256",
                      "prices_sha256", "calendar_sha256", "harness_source_sha256", "replay")
     ], ver.stdout
     assert "the local key" in lines[0]
+    # each bound digest is printed beside its check, and the closing line says what the run was
+    bound = {"body_sha256": receipt["body_sha256"], **receipt["body"]["binding"]}
+    for ln in lines[2:-2]:
+        name, value = ln.split()[1:3]
+        assert value == bound[name], ln
+    assert lines[-1] == "run_valid true protocol_complete false"
     assert "returns not recomputed" not in ver.stdout
     again = _evalkit("run", cwd=tmp_path, env=env, prog=prog)  # the key exists now: nothing said about it
     assert again.returncode == 0 and again.stderr == "", again.stderr
@@ -100,6 +106,7 @@ def test_run_with_no_arguments_then_verify(prog, cache, tmp_path):
     bad = _evalkit("verify", *_verify_command(out), cwd=tmp_path, env=env, prog=prog)
     assert bad.returncode == 1
     assert "MISMATCH  trajectory_sha256" in bad.stdout
+    assert bad.stdout.splitlines()[-1] == "run_valid false protocol_complete false"  # the body says valid; verify disagrees
 
 
 @pytest.mark.slow
@@ -218,6 +225,7 @@ def test_agent_that_raises_exits_non_zero_with_an_invalid_receipt(small, cache, 
                    "--config", cfg, cwd=tmp_path, env=env)
     assert ver.returncode == 0, ver.stdout
     assert "ok        replay" in ver.stdout
+    assert ver.stdout.splitlines()[-1] == "run_valid false protocol_complete false"  # an honest receipt of an invalid run
     assert "not checked: agent code (module e2e_pit_agents sha256:" in ver.stdout
 
 

@@ -70,6 +70,12 @@ def test_without_prices_every_cell_runs_and_total_return_is_none(synth_release_d
     assert body["protocol_gaps"] == ["P1_model_version", "P2_training_cutoffs"]
     assert body["protocol_complete"] is False
     assert body["window_ends_before_cutoff"] is None
+    # the published shape: an integer version, the harness's public name, the design's policy vocabulary
+    assert body["receipt_version"] == 1
+    assert isinstance(body["receipt_version"], int)
+    assert body["harness"]["name"] == "pit-harness"
+    assert body["network"]["policy"] == "fail_closed"
+    assert set(body["network"]) == {"guard", "policy", "clean", "egress_attempts", "attempts", "scope"}
 
 
 def test_declared_cutoff_after_window_end_is_flagged(synth_release_dir, in_tmp):
@@ -129,6 +135,14 @@ def test_runconfig_defaults():
     assert cfg.arms == ("main", "redacted", "shifted")
     assert cfg.clocks == ("leaky", "dump", "pit")
     assert (cfg.hold_sessions, cfg.agent, cfg.probe_items, cfg.network_policy) == (5, "stub", 10, "abort")
+
+
+def test_the_receipts_policy_names_are_accepted_in_a_config():
+    for design, config in (("fail_closed", "abort"), ("record_and_continue", "continue")):
+        named = RunConfig(**{**_full_config().to_json(), "network_policy": design})
+        assert named.network_policy == config
+        assert named == RunConfig(**{**_full_config().to_json(), "network_policy": config})
+        assert named.digest() == RunConfig(**{**_full_config().to_json(), "network_policy": config}).digest()
 
 
 def test_config_digest_ignores_locations_only():

@@ -150,7 +150,7 @@ def test_abort_stops_at_the_first_attempt_even_if_swallowed(
     assert body["valid"] is False
     assert body["invalidated_by"] == ["network_egress_attempt"]
     assert body["completed"] is False
-    assert body["network"]["policy"] == "abort"
+    assert body["network"]["policy"] == "fail_closed"  # the receipt's name for the config's abort
     assert body["network"]["clean"] is False
     assert body["network"]["egress_attempts"] == 1
     assert body["cells"] == []  # the run stopped inside the first cell
@@ -216,6 +216,7 @@ def test_continue_lets_the_agent_go_on_but_the_run_is_invalid(
     assert body["probe"]["items_asked"] == 2
     assert body["valid"] is False
     assert body["invalidated_by"] == ["network_egress_attempt"]
+    assert body["network"]["policy"] == "record_and_continue"
     assert body["network"]["egress_attempts"] >= n_calls
     events = events_of(result.trajectory_path)
     egress = [e for e in events if e["type"] == "egress_attempt"]

@@ -7,6 +7,7 @@ in test_pit_receipt_forgery.py.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -48,9 +49,20 @@ def _verify_args(fr) -> list[str]:
             "--config", str(fr["config"]), "--prices", str(fr["prices"])]
 
 
+CLOSING = re.compile(r"run_valid (true|false) protocol_complete (true|false)")
+
+
+def _closing(out: str) -> tuple[bool, bool]:
+    """The closing line, which every PIT verify prints last: (run_valid, protocol_complete)."""
+    m = CLOSING.fullmatch(out.splitlines()[-1])
+    assert m, out
+    return m[1] == "true", m[2] == "true"
+
+
 def _lines(out: str) -> dict[str, str]:
     got = {}
-    for line in out.splitlines():
+    _closing(out)
+    for line in out.splitlines()[:-1]:
         if line.startswith("not checked: "):
             got[line.removeprefix("not checked: ").split(" (")[0]] = "not checked"
             continue
@@ -80,6 +92,12 @@ def test_fresh_run_verifies_ok(fresh_run, cli):
     code, out, err = cli(*_verify_args(fresh_run))
     assert (code, err) == (0, "")
     assert _lines(out) == dict.fromkeys(ALL_CHECKS, "ok")
+    assert _closing(out) == (True, False)  # valid; P1 and P2 undeclared
+    # each binding's line shows the digest the receipt binds
+    doc = json.loads(fresh_run["receipt"].read_text())
+    bound = {"body_sha256": doc["body_sha256"], **doc["body"]["binding"]}
+    shown = {ln.split()[1]: ln.split()[2] for ln in out.splitlines() if ln.split()[1] in bound}
+    assert shown == {k: v for k, v in bound.items() if v is not None}
     checks = verify_pit_receipt(fresh_run["receipt"], trajectory=fresh_run["trajectory"], bundle=fresh_run["release"],
                                 config=fresh_run["config"], prices=fresh_run["prices"])
     assert [c.name for c in checks] == list(ALL_CHECKS)
@@ -157,6 +175,7 @@ def test_one_flipped_value_byte_is_a_named_mismatch(fresh_run, cli, target):
     assert code == 1
     got = _lines(out)
     assert got[check] == "MISMATCH", out
+    assert _closing(out)[0] is False  # whatever the body says, a receipt that does not check out is not valid
     assert {k for k in FILE_CHECKS if got.get(k) == "MISMATCH"} == {check} & set(FILE_CHECKS), out
     mismatched = {k for k, v in got.items() if v == "MISMATCH"}
     if name == "receipt body":

@@ -170,8 +170,13 @@ def verify(
     from evalkit_core import ReceiptError, read_receipt
 
     body: dict[str, Any]
+    bound: dict[str, Any] = {}
     try:
-        body = read_receipt(receipt)["body"]
+        doc = read_receipt(receipt)
+        body = doc["body"]
+        # Each digest the receipt binds, printed beside its check.
+        binding = body.get("binding")
+        bound = {**(binding if isinstance(binding, dict) else {}), "body_sha256": doc.get("body_sha256")}
     except ReceiptError:
         if not receipt.is_file():
             raise
@@ -190,11 +195,19 @@ def verify(
             ("ok" if ok else "MISMATCH", name, detail) for name, ok, detail in _verify_other(kind, receipt, results, tasks, key)
         ]
     for status, name, detail in checks:
+        value = bound.get(name)
+        shown = f"  {value}" if isinstance(value, str) and status != "not checked" else ""
         if status == "not checked":
             typer.echo(f"not checked: {name}" + (f" ({detail})" if detail else ""))
         else:
-            typer.echo(f"{status:<9} {name}" + (f"  ({detail})" if detail else ""))
-    if any(status == "MISMATCH" for status, _, _ in checks):
+            typer.echo(f"{status:<9} {name}{shown}" + (f"  ({detail})" if detail else ""))
+    mismatch = any(status == "MISMATCH" for status, _, _ in checks)
+    if kind == "pit_run":
+        # The closing line: the run is valid only if its body says so and nothing above disagrees with it.
+        run_valid = body.get("valid") is True and not mismatch
+        complete = body.get("protocol_complete") is True
+        typer.echo(f"run_valid {str(run_valid).lower()} protocol_complete {str(complete).lower()}")
+    if mismatch:
         raise typer.Exit(1)
 
 

@@ -19,9 +19,13 @@ import attrs
 
 from evalkit_core import ARMS, CLOCKS, ConfigError, digest
 
-__all__ = ["NETWORK_POLICIES", "OUTPUT_FIELDS", "RunConfig", "load_config"]
+__all__ = ["NETWORK_POLICIES", "OUTPUT_FIELDS", "RECEIPT_NETWORK_POLICY", "RunConfig", "load_config"]
 
 NETWORK_POLICIES = ("abort", "continue")
+# The receipt's vocabulary for the policy (the published shape); a config may use either name, and is recorded
+# (and digested) under the config's own name, so `fail_closed` and `abort` are one config.
+RECEIPT_NETWORK_POLICY = {"abort": "fail_closed", "continue": "record_and_continue"}
+_POLICY_ALIASES = {receipt: config for config, receipt in RECEIPT_NETWORK_POLICY.items()}
 # Locations are not part of the config digest: outputs can go anywhere, and inputs are bound by content
 # (the release's content digest, the price file's sha256), so moving them does not change what was run.
 OUTPUT_FIELDS = frozenset({"trajectory_path", "receipt_path"})
@@ -49,6 +53,11 @@ def _str(v: Any) -> str:
     return str(v)
 
 
+def _policy(v: Any) -> str:
+    text = str(v)
+    return _POLICY_ALIASES.get(text, text)
+
+
 @attrs.frozen
 class RunConfig:
     """One PIT run: arms x clocks over a window of a release. Field names are part of the public contract."""
@@ -62,7 +71,7 @@ class RunConfig:
     hold_sessions: int = 5
     agent: str = "stub"
     probe_items: int = 10
-    network_policy: str = "abort"
+    network_policy: str = attrs.field(default="abort", converter=_policy)
     model_version: str | None = attrs.field(default=None, converter=_opt_str)
     training_cutoff: str | None = attrs.field(default=None, converter=_opt_str)
     prices_path: str | None = attrs.field(default=None, converter=_opt_str)
@@ -97,7 +106,10 @@ class RunConfig:
         if not isinstance(self.agent, str) or not self.agent.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigError(f"agent: expected 'stub' or 'module:function', got {self.agent!r}")
         if self.network_policy not in NETWORK_POLICIES:
-            raise ConfigError(f"network_policy: expected abort or continue, got {self.network_policy!r}")
+            raise ConfigError(
+                f"network_policy: expected abort (or fail_closed) or continue (or record_and_continue), "
+                f"got {self.network_policy!r}"
+            )
         for field in ("start", "end", "training_cutoff", "prices_pulled_at"):
             value = getattr(self, field)
             if value is not None:

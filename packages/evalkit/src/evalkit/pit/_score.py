@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import attrs
 
-from evalkit.pit._config import RunConfig
+from evalkit.pit._config import RECEIPT_NETWORK_POLICY, RunConfig
 from evalkit.pit._probe import score_answer
 from evalkit_core import Calendar, Clock, Release, Session
 
@@ -43,9 +43,10 @@ __all__ = [
     "score_events",
 ]
 
-RECEIPT_VERSION = "evalkit-pit-receipt/3"
+# The published shape (docs/pit-harness.md, "The receipt"): an integer, bumped with any change to the body.
+RECEIPT_VERSION = 1
 RECEIPT_KIND = "pit_run"
-HARNESS_NAME = "evalkit-pit"
+HARNESS_NAME = "pit-harness"
 ENTRY_RULE = (
     "long at the opening auction of the pick's session, exit at the open {hold} sessions later; "
     "no costs, no shorts; tickers from the answer key"
@@ -410,7 +411,7 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
         "config": cfg.digest_view(),
         "network": {
             "guard": "recorder_in_agent_jail",  # the guard and an audit hook inside the jail; the kernel blocks
-            "policy": cfg.network_policy,
+            "policy": RECEIPT_NETWORK_POLICY[cfg.network_policy],
             "clean": not score.egress,
             "egress_attempts": len(score.egress),
             "attempts": score.egress,
