@@ -215,6 +215,11 @@ def test_agent_that_raises_exits_non_zero_with_an_invalid_receipt(small, cache, 
     assert res.returncode == 1, res.stderr
     assert "valid=False" in res.stdout
     assert "invalidated_by=agent_error" in res.stdout
+    # why, in one line for the cell that failed
+    failed = [line for line in res.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1
+    assert re.fullmatch(r"FAILED    main/leaky \d{4}-\d\d-\d\d: agent raised RuntimeError: agent exploded", failed[0])
+    assert "probe       not run (the run stopped before the probe)" in res.stdout
     body = json.loads((tmp_path / "receipt.json").read_text())["body"]
     assert body["valid"] is False
     assert body["agent_errors"][0]["message"] == "agent exploded"
@@ -235,8 +240,19 @@ def test_agent_egress_through_the_cli_is_invalid(small, cache, tmp_path):
     assert res.returncode == 1
     assert "invalidated_by=network_egress_attempt" in res.stdout
     assert "egress_attempts=1" in res.stdout
+    failed = [line for line in res.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and ": agent blocked: " in failed[0] and "192.0.2.1" in failed[0], res.stdout
     body = json.loads((tmp_path / "receipt.json").read_text())["body"]
     assert body["network"]["attempts"][0]["call_site"].endswith("e2e_pit_agents.py:10")  # the urlopen line
+
+
+def test_an_unknown_model_id_is_named_as_the_cause(small, cache, tmp_path):
+    cfg = _write_config(tmp_path / "run.json", small, agent="model:nope/no-such-model")
+    res = _evalkit("run", "--config", cfg, cwd=tmp_path, env=_env(cache))
+    assert res.returncode == 1
+    failed = [line for line in res.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1
+    assert failed[0].endswith(": unknown model id 'nope/no-such-model' (`evalkit models list` shows the ids)")
 
 
 def test_agent_flag_and_prices_flags_override_the_config(small, cache, tmp_path):

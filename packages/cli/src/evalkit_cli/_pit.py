@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,38 @@ def _fmt_return(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:+.2f}%"
 
 
-def _print_run(receipt: dict[str, Any], receipt_path: Path, verify_args: list[str]) -> None:
+def _cause(event: dict[str, Any]) -> str:
+    """Why a cell failed, in a few words: an unknown model id, what the agent raised, what it was blocked from."""
+    if event.get("type") == "egress_attempt":
+        where = f" (at {event['call_site']})" if event.get("call_site") else ""
+        return f"agent blocked: {event.get('kind', 'network')} to {event.get('target')}{where}"
+    message = " ".join(str(event.get("message", "")).split())
+    unknown = re.search(r"unknown model '([^']*)'", message)
+    if unknown:
+        return f"unknown model id {unknown.group(1)!r} (`evalkit models list` shows the ids)"
+    if len(message) > 200:
+        message = message[:200] + "..."
+    return f"agent raised {event.get('error_type', 'an error')}: {message}"
+
+
+def failures(body: dict[str, Any]) -> list[str]:
+    """One line per cell that failed (an agent error or a blocked connection), from the receipt body."""
+    events = [*body.get("agent_errors", []), *({"type": "egress_attempt", **e} for e in body["network"].get("attempts", []))]
+    lines: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for event in events:
+        cell = (str(event.get("arm", "probe")), str(event.get("clock", "")))
+        if cell in seen:
+            continue
+        seen.add(cell)
+        when = f" {event['session_date']}" if event.get("session_date") else ""
+        lines.append(f"{cell[0]}/{cell[1]}{when}: {_cause(event)}")
+    return lines
+
+
+def _print_run(
+    receipt: dict[str, Any], receipt_path: Path, verify_args: list[str]
+) -> None:
     b = receipt["body"]
     receipt_sha = receipt["body_sha256"]
     typer.echo(
@@ -44,10 +76,15 @@ def _print_run(receipt: dict[str, Any], receipt_path: Path, verify_args: list[st
             f"{c['arm']:<9} {c['clock']:<6} total_return {_fmt_return(c['total_return']):>8}  trades {c['trades']:>5}  "
             f"scored {c['scored_trades']:>5}  lookahead {c['lookahead_trades']:>4}  reachable={c['reachable']}"
         )
+    if not b["cells"]:
+        typer.echo("no cell finished")
+    for line in failures(b):
+        typer.echo(f"FAILED    {line}")
     typer.echo("")
     p = b["probe"]
     if p["verdict"] == "not_run":
-        typer.echo(f"probe       not run ({p.get('reason', '')}): the masks are unproven")
+        reason = p.get("reason") or "the run stopped before the probe"
+        typer.echo(f"probe       not run ({reason}): the masks are unproven")
     else:
         typer.echo(
             f"probe       {p['verdict']}  ({p['items_asked']} items: date recovered {p['date_recovered']}, "
