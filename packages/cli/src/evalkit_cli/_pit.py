@@ -215,8 +215,8 @@ def verify(
         binding = body.get("binding")
         bound = {**(binding if isinstance(binding, dict) else {}), "body_sha256": doc.get("body_sha256")}
     except ReceiptError:
-        if not receipt.is_file():
-            raise
+        if not receipt.is_file() or bundle is None:
+            raise  # missing, or damaged with nothing to check it against: the error names the file
         body = {}  # a damaged receipt: checked (and reported MISMATCH) as a PIT receipt below
     kind = body.get("kind", "pit_run")
     checks: list[tuple[str, str, str]]

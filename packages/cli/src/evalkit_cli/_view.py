@@ -12,7 +12,7 @@ __all__ = ["view_command"]
 
 def view_command(
     directory: Path = typer.Argument(Path(), help="Where to look for PIT receipts, eval receipts and results files (with $EVALKIT_HOME)."),
-    port: int = typer.Option(8765, "--port", help="TCP port (0: any free port)."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="TCP port (0: any free port)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on. Loopback by default; anything else is reachable from other machines."),
     home: Path | None = typer.Option(None, "--home", help="Store directory (default: $EVALKIT_HOME, else .evalkit/)."),
     as_json: bool = typer.Option(False, "--json", help="Print what was found and the address as one JSON line, then serve."),

@@ -262,6 +262,8 @@ def write_release(
     filings and seed give the same release, byte for byte.
     """
     target = Path(out)
+    if target.exists() and not target.is_dir():
+        raise ReleaseError(f"{target}: output exists and is a file; expected a directory (choose another --out)")
     if target.exists() and any(target.iterdir()) and not overwrite:
         raise ReleaseError(f"{target}: output directory exists and is not empty (choose another --out)")
     rows = sorted(filings, key=_sort_key)
