@@ -76,6 +76,23 @@ def test_without_prices_every_cell_runs_and_total_return_is_none(synth_release_d
     assert body["harness"]["name"] == "pit-harness"
     assert body["network"]["policy"] == "fail_closed"
     assert set(body["network"]) == {"guard", "policy", "clean", "egress_attempts", "attempts", "scope"}
+    # the schema holds the shape: another version, a version as text, another name or vocabulary is refused
+    import jsonschema
+
+    from evalkit.pit import receipt_schema
+
+    validator = jsonschema.Draft202012Validator(receipt_schema())
+    assert not list(validator.iter_errors(body))
+    for path, value in ((("receipt_version",), "1"), (("receipt_version",), True), (("receipt_version",), 2),
+                        (("receipt_version",), "evalkit-pit-receipt/3"), (("harness", "name"), "evalkit-pit"),
+                        (("network", "policy"), "abort")):
+        changed = json.loads(json.dumps(body))
+        *parents, last = path
+        target = changed
+        for p in parents:
+            target = target[p]
+        target[last] = value
+        assert list(validator.iter_errors(changed)), (path, value)
 
 
 def test_declared_cutoff_after_window_end_is_flagged(synth_release_dir, in_tmp):
