@@ -494,7 +494,19 @@ def _failing(part: str, block: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _eval_code(body: Mapping[str, Any] | None, tasks_dir: Path | None) -> tuple[dict[tuple[str, int], str], str]:
+def _beside(recorded: str, receipt: Path | None) -> Path | None:
+    """A path a receipt records: relative to the receipt's directory (how eval receipts record them), else as
+    written (older receipts), else its name beside the receipt."""
+    p = Path(recorded)
+    candidates = [p]
+    if receipt is not None:
+        candidates = [receipt.parent / p, p, receipt.parent / p.name]
+    return next((c for c in candidates if recorded and c.exists()), None)
+
+
+def _eval_code(
+    body: Mapping[str, Any] | None, tasks_dir: Path | None, receipt: Path | None = None
+) -> tuple[dict[tuple[str, int], str], str]:
     """(code by (task_id, sample), note): replayed completions or the bank's references; a model eval keeps none."""
     if body is None:
         return {}, "a bare results file names no solver: its code is not recorded"
@@ -502,9 +514,9 @@ def _eval_code(body: Mapping[str, Any] | None, tasks_dir: Path | None) -> tuple[
     files = cast("dict[str, Any]", body.get("files") or {})
     name = solver.get("name")
     if name == "replay" and isinstance(files.get("solver_file"), str):
-        replay = Path(files["solver_file"])
-        if not replay.is_file():
-            return {}, f"the replay file {replay} was not found"
+        replay = _beside(files["solver_file"], receipt)
+        if replay is None or not replay.is_file():
+            return {}, f"the replay file {files['solver_file']} was not found"
         code: dict[tuple[str, int], str] = {}
         counts: dict[str, int] = {}
         for row in read_jsonl(replay):
@@ -539,14 +551,13 @@ def eval_model(path: Path, *, tasks: Path | None) -> Model:
             raise ReportError(f"{path}: not a readable receipt ({exc})") from None
         receipt_path = path
         files = cast("dict[str, Any]", body.get("files") or {})
-        recorded = Path(str(files.get("results") or ""))
-        candidates = [recorded, path.parent / recorded.name]
-        found = next((c for c in candidates if str(c) and c.is_file()), None)
-        if found is None:
+        recorded = str(files.get("results") or "")
+        found = _beside(recorded, path)
+        if found is None or not found.is_file():
             raise ReportError(f"{path}: field 'files.results': {recorded} not found")
         results = found
         if tasks is None and isinstance(files.get("tasks"), str):
-            tasks = Path(files["tasks"])
+            tasks = _beside(files["tasks"], path)
     rows = read_jsonl(results)
     for n, r in enumerate(rows, 1):
         if not {"task_id", "public", "hidden"} <= r.keys():
@@ -572,7 +583,7 @@ def eval_model(path: Path, *, tasks: Path | None) -> Model:
         pub, hid = entry["public"]["rate"], entry["hidden"]["rate"]
         entry["gap"] = round(pub - hid, 6) if pub is not None and hid is not None else None
         families.append(entry)
-    code, code_note = _eval_code(body, tasks)
+    code, code_note = _eval_code(body, tasks, receipt_path)
     table: list[dict[str, Any]] = []
     for r in rows:
         pub, hid = cast("dict[str, Any]", r["public"]), cast("dict[str, Any]", r["hidden"])

@@ -330,7 +330,12 @@ def _pit(m: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, str]]:
 def _failing_html(failing: Sequence[Mapping[str, Any]]) -> str:
     if not failing:
         return ""
-    shown = [f"{f['test']}: {f['reason']}" + (f" ({f['detail']})" if f.get("detail") else "") for f in failing[:6]]
+    shown = [
+        f"{f['test']}: "
+        + (str(f["detail"]) if str(f.get("detail") or "").startswith(str(f["reason"])) else
+           f"{f['reason']}" + (f" ({f['detail']})" if f.get("detail") else ""))
+        for f in failing[:6]
+    ]
     more = f" (+{len(failing) - 6} more)" if len(failing) > 6 else ""
     return _e("; ".join(shown) + more)
 

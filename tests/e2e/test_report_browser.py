@@ -1,0 +1,191 @@
+"""The report and view pages in a real headless Chromium (Debian's ``chromium``), driven over the DevTools
+protocol (tests/cdp.py): they load with no console error and no failed request, make no request beyond the page
+itself (file:, data:, or the loopback view), show the receipt's nine cells, draw their charts, sort and filter
+their tables, and every number they show equals the JSON ``evalkit report --json`` prints. One browser serves the
+whole module; a screenshot of each page goes to the test's temp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "cli"))
+from report_support import WRONG_DOUBLE, invoke, lookup, make_artifacts, shown  # noqa: E402  # pyright: ignore[reportImplicitRelativeImport]
+from view_support import running_view  # noqa: E402  # pyright: ignore[reportImplicitRelativeImport]
+
+from cdp import CHROMIUM, Browser, Page, click, type_into  # noqa: E402  # pyright: ignore[reportImplicitRelativeImport]
+
+pytestmark = [
+    pytest.mark.slow,
+    # outside CI a machine without chromium skips, saying so; in CI (.ci/run installs it) a missing browser fails
+    pytest.mark.skipif(
+        CHROMIUM is None and not os.environ.get("CI"),
+        reason="chromium is not installed (apt-get install chromium; .ci/run does)",
+    ),
+]
+
+CHART_MARKS = {
+    "chart-cumulative": ".scatterlayer path.js-line",
+    "chart-rates": ".barlayer .point path",
+    "chart-heatmap": ".heatmaplayer image",
+}
+
+
+@pytest.fixture(scope="module")
+def art(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    a = make_artifacts(tmp_path_factory.mktemp("browser"))
+    out = a["base"] / "pages"
+    out.mkdir()
+    targets = {"pit": [str(a["pit"])], "eval": [str(a["eval"])], "campaign": ["small", "--home", str(a["home"])]}
+    a["pages"], a["models"] = {}, {}
+    for name, args in targets.items():
+        a["models"][name] = json.loads(invoke("report", *args, "--json"))
+        invoke("report", *args, "--out", str(out / f"{name}.html"))
+        a["pages"][name] = out / f"{name}.html"
+    return a
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def open_page(browser: Browser, url: str, shots: Path, name: str, *, charts: bool = True) -> Page:
+    page = browser.new_page()
+    page.goto(url)
+    if charts:
+        page.wait_for("document.querySelectorAll('.chart').length === 0 || "
+                      "document.querySelectorAll('.chart .main-svg').length > 0", timeout=60)
+    shot = page.screenshot(shots / f"{name}.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    return page
+
+
+def assert_clean(page: Page, allowed_hosts: tuple[str, ...] = ()) -> None:
+    assert page.console_errors() == []
+    assert page.failed_requests() == []
+    urls = page.requests()
+    assert urls, "the page's own load is observed"
+    for url in urls:
+        parts = urlsplit(url)
+        assert parts.scheme in {"file", "data"} or (parts.scheme == "http" and parts.hostname in allowed_hosts), url
+
+
+def assert_numbers_match(page: Page, model: dict[str, Any]) -> int:
+    found = page.eval("Array.from(document.querySelectorAll('[data-path]'))"
+                      ".map(e => [e.dataset.path, e.dataset.fmt, e.innerText.trim()])")
+    for path, fmt, text in found:
+        assert text == shown(lookup(model, path), fmt), path
+    return len(found)
+
+
+def assert_chart(page: Page, chart: str) -> None:
+    marks = page.eval(f"document.querySelectorAll('#{chart} svg.main-svg').length > 0 && "
+                      f"document.querySelectorAll('#{chart} {CHART_MARKS[chart]}').length")
+    assert marks and marks > 0, chart
+
+
+def test_pit_report_grid_chart_numbers_and_no_network(art, browser, shots):
+    page = open_page(browser, art["pages"]["pit"].as_uri(), shots, "report-pit")
+    assert_clean(page)
+    cells = page.eval("Array.from(document.querySelectorAll('#pit-grid td.cell')).map(td => "
+                      "[td.dataset.arm, td.dataset.clock, td.querySelector('.ret').innerText.trim(), td.innerText])")
+    assert len(cells) == 9
+    receipt = json.loads(art["pit"].read_text())["body"]
+    for arm, clock, ret, text in cells:
+        theirs = next(c for c in receipt["cells"] if (c["arm"], c["clock"]) == (arm, clock))
+        assert ret == shown(theirs["total_return"], "ret")
+        assert f"look-ahead {theirs['lookahead_trades']} of {theirs['lookahead_checked']}" in text
+        assert f"unpriced {theirs['unpriced_trades']}" in text
+        assert f"rejected {sum(theirs['rejected_picks'].values())}" in text
+    assert_chart(page, "chart-cumulative")
+    assert page.eval("document.querySelectorAll('#chart-cumulative .scatterlayer .trace').length") == 9
+    assert assert_numbers_match(page, art["models"]["pit"]) > 60
+
+
+def test_eval_report_sorts_filters_shows_code_and_numbers(art, browser, shots):
+    page = open_page(browser, art["pages"]["eval"].as_uri(), shots, "report-eval")
+    assert_clean(page)
+    assert_chart(page, "chart-rates")
+    assert assert_numbers_match(page, art["models"]["eval"]) > 20
+    visible = ("Array.from(document.querySelectorAll('#rollouts tbody tr'))"
+               ".filter(r => r.style.display !== 'none').map(r => r.cells[0].innerText)")
+    before = page.eval(visible)
+    assert len(before) == len(art["models"]["eval"]["rollouts"]) >= 4
+    click(page, "#rollouts th:nth-child(1)")
+    ascending = page.eval(visible)
+    click(page, "#rollouts th:nth-child(1)")
+    descending = page.eval(visible)
+    assert ascending == sorted(before) and descending == sorted(before, reverse=True) and ascending != descending
+    click(page, "#rollouts th:nth-child(6)")  # hidden passed, numerically
+    hidden = page.eval("Array.from(document.querySelectorAll('#rollouts tbody tr')).map(r => +r.cells[5].dataset.v)")
+    assert hidden == sorted(hidden)
+    type_into(page, "input.filter[data-for=rollouts]", "double")
+    assert page.eval(visible) == ["code/double/001"]
+    assert page.eval("document.querySelector('.rowcount[data-for=rollouts]').innerText").startswith("1 of ")
+    page.eval("(() => { const i = document.querySelector('input.filter[data-for=rollouts]'); i.value = '';"
+              " i.dispatchEvent(new Event('input')); })()")
+    page.eval("(() => { const s = document.querySelector('select.filter[data-field=status]'); s.value = 'fail';"
+              " s.dispatchEvent(new Event('input')); })()")
+    assert page.eval(visible) == ["code/double/001"]
+    click(page, "#rollouts tr[data-status=fail] button.code")
+    assert page.eval("document.getElementById('code-view').textContent") == WRONG_DOUBLE
+    assert page.eval("getComputedStyle(document.getElementById('code-panel')).display") == "block"
+    page.screenshot(shots / "report-eval-code.png")
+
+
+def test_campaign_report_heatmap_table_and_numbers(art, browser, shots):
+    page = open_page(browser, art["pages"]["campaign"].as_uri(), shots, "report-campaign")
+    assert_clean(page)
+    assert_chart(page, "chart-heatmap")
+    assert assert_numbers_match(page, art["models"]["campaign"]) > 50
+    rows = ("Array.from(document.querySelectorAll('#rollouts tbody tr'))"
+            ".filter(r => r.style.display !== 'none').map(r => r.cells[0].innerText)")
+    assert len(page.eval(rows)) == 12
+    page.eval("(() => { const s = document.querySelector('select.filter[data-field=model]'); s.value = 'sim/weak';"
+              " s.dispatchEvent(new Event('input')); })()")
+    assert page.eval(rows) == ["sim/weak"] * 6
+
+
+def test_view_pages_and_trajectory_browser(art, browser, shots):
+    with running_view(art["base"], art["home"]) as (url, items):
+        index = open_page(browser, url, shots, "view-index", charts=False)
+        assert_clean(index, ("127.0.0.1",))
+        assert index.eval("document.querySelectorAll('#items tbody tr').length") == len(items)
+        for n, item in enumerate(items):
+            page = open_page(browser, f"{url}item/{n}", shots, f"view-item-{n}-{item['kind']}")
+            assert_clean(page, ("127.0.0.1",))
+            model = art["models"]["campaign" if item["kind"] == "campaign" else item["kind"]]
+            if item["target"].endswith(".jsonl"):
+                model = json.loads(invoke("report", item["target"], "--json"))
+            assert assert_numbers_match(page, model) > 10
+        pit = next(n for n, i in enumerate(items) if i["kind"] == "pit")
+        traj = open_page(browser, f"{url}item/{pit}/trajectory", shots, "view-trajectory", charts=False)
+        assert_clean(traj, ("127.0.0.1",))
+        assert traj.eval("document.querySelectorAll('details').length") == 10  # nine cells and the probe
+        click(traj, "details a")
+        traj.browser.wait_event("Page.loadEventFired", traj.session, traj.mark)
+        traj.wait_for("location.pathname.endsWith('/trajectory/0/0') && document.readyState === 'complete'")
+        assert traj.console_errors() == [] and traj.failed_requests() == []
+        text = traj.eval("document.body.innerText")
+        assert "Sent to the agent" in text and "Answer and picks" in text
+        traj.screenshot(shots / "view-session.png")
+        assert traj.eval("document.querySelectorAll('details').length") >= 1  # the tool calls, each openable
