@@ -32,6 +32,7 @@ def synth(
     out: Path = typer.Option(..., "--out", help="Directory to write the release to (must not exist or be empty)."),
     name: str | None = typer.Option(None, "--name", help="Release name (default synthetic-SEED-ROWS)."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it already holds files."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Generate a synthetic release with the shape of real EDGAR metadata."""
     from evalkit_core._synth import write_synth_release
@@ -39,23 +40,33 @@ def synth(
     target = write_synth_release(
         out, rows=rows, start=_date(start, "--start"), end=_date(end, "--end"), seed=seed, name=name, overwrite=force
     )
-    _print_summary(target)
+    _print_summary(target, as_json=as_json)
 
 
 @app.command("demo")
 def demo(
     out: Path = typer.Option(..., "--out", help="Directory to write the demo release to."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it already holds files."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Write the built-in demo release (synthetic, deterministic) and its synthetic prices."""
     from evalkit_core._synth import write_demo_release
 
     target = write_demo_release(out, overwrite=force)
-    _print_summary(target)
+    _print_summary(target, as_json=as_json)
 
 
-def _print_summary(target: Path) -> None:
+def _print_summary(target: Path, *, as_json: bool = False) -> None:
     manifest = json.loads((target / "release.json").read_text())
+    if as_json:
+        payload = {
+            "path": str(target),
+            "name": manifest.get("name"),
+            "rows": manifest["row_counts"]["rows"],
+            "content_digest": manifest["content_digest"],
+        }
+        typer.echo(json.dumps(payload, sort_keys=True))
+        return
     typer.echo(f"wrote {target}  rows {manifest['row_counts']['rows']}  {manifest['content_digest']}")
 
 
@@ -105,11 +116,19 @@ def info(
 
 
 @app.command("check")
-def check(path: Path = typer.Argument(..., help="Release directory.")) -> None:
+def check(
+    path: Path = typer.Argument(..., help="Release directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (same exit code)."),
+) -> None:
     """Recompute every digest the release binds; exit 2 naming each mismatch."""
     from evalkit_core import ReleaseError, check_release
 
     problems = check_release(path)
+    if as_json:
+        typer.echo(json.dumps({"path": str(path), "ok": not problems, "problems": [str(p) for p in problems]}))
+        if problems:
+            raise typer.Exit(2)
+        return
     if problems:
         for p in problems:
             typer.echo(f"MISMATCH  {p}", err=True)

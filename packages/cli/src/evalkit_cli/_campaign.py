@@ -242,6 +242,7 @@ def verify(
     key: str | None = typer.Option(
         None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the key in --home, else $EVALKIT_HOME]."
     ),
+    as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON (same exit code)."),
 ) -> None:
     """Re-check a campaign receipt offline (signature, body hash, every binding, the summary); exit 1 naming each
     mismatch. With --home, also check the costs against the store's call record."""
@@ -258,7 +259,15 @@ def verify(
         checks = verify_campaign_receipt(
             receipt, campaign_file=campaign_file, tasks_dir=tasks, results=results, registry_paths=registry, key=key
         )
-    for c in checks:
-        typer.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}{'' if c.ok else ': ' + c.detail}")
+    if as_json:
+        payload = {
+            "receipt": str(receipt),
+            "ok": all(c.ok for c in checks),
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks],
+        }
+        typer.echo(json.dumps(payload, indent=2, sort_keys=True))
+    else:
+        for c in checks:
+            typer.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}{'' if c.ok else ': ' + c.detail}")
     if not all(c.ok for c in checks):
         raise typer.Exit(1)

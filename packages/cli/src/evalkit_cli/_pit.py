@@ -200,6 +200,7 @@ def verify(
     key: str | None = typer.Option(None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the local key in $EVALKIT_HOME]."),
     results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds [default: as recorded]."),
     tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval receipt binds [default: as recorded]."),
+    as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON (same exit code)."),
 ) -> None:
     """Check a receipt offline: its signature, its schema, every hash it binds, and (PIT runs) a replay of every
     cell from the trajectory, the release and the prices. One line each: ok, MISMATCH <field>, not checked: <what>
@@ -231,6 +232,24 @@ def verify(
         checks = [
             ("ok" if ok else "MISMATCH", name, detail) for name, ok, detail in _verify_other(kind, receipt, results, tasks, key)
         ]
+    mismatch = any(status == "MISMATCH" for status, _, _ in checks)
+    if as_json:
+        payload: dict[str, Any] = {
+            "receipt": str(receipt),
+            "kind": kind,
+            "ok": not mismatch,
+            "checks": [
+                {"name": name, "status": status, "detail": detail, "bound": bound.get(name)}
+                for status, name, detail in checks
+            ],
+        }
+        if kind == "pit_run":
+            payload["run_valid"] = body.get("valid") is True and not mismatch
+            payload["protocol_complete"] = body.get("protocol_complete") is True
+        typer.echo(json.dumps(payload, indent=2, sort_keys=True))
+        if mismatch:
+            raise typer.Exit(1)
+        return
     for status, name, detail in checks:
         value = bound.get(name)
         shown = f"  {value}" if isinstance(value, str) and status != "not checked" else ""
@@ -273,6 +292,7 @@ def export(
     end: str | None = typer.Option(None, "--end", help="Last date (YYYY-MM-DD)."),
     hold_sessions: int = typer.Option(5, "--hold-sessions", min=1, help="Holding period stated in each prompt."),
     max_rows: int = typer.Option(50, "--max-rows", min=1, help="At most this many new filings per prompt."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Export one decision point per session (prompt + metadata, no tools) for Inspect, promptfoo or lm-eval."""
     from evalkit.pit import EXPORT_FORMATS, export_samples, session_samples
@@ -294,4 +314,7 @@ def export(
         end=dt.date.fromisoformat(end) if end else None,
     )
     n = export_samples(samples, out, fmt)
+    if as_json:
+        typer.echo(json.dumps({"samples": n, "format": fmt, "arm": arm, "clock": clock, "out": str(out)}))
+        return
     typer.echo(f"wrote {n} samples ({fmt}) to {out}")

