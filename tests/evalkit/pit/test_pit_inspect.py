@@ -306,19 +306,23 @@ def test_evalkit_run_with_an_inspect_agent_then_verify(
             timeout=300, check=False,
         )
 
-    res = evalkit("run", "--config", str(cfg), "--agent", spec, "--json")
+    res = evalkit(
+        "run", "--config", str(cfg), "--agent", spec, "--receipt", "out/receipt.json", "--trajectory", "out/traj.jsonl"
+    )
     assert res.returncode == 0, res.stderr
-    body = json.loads((tmp_path / "out/pit/receipt.json").read_text())["body"]
+    body = json.loads((tmp_path / "out/receipt.json").read_text())["body"]
     assert body["agent"]["spec"] == spec
     assert body["valid"] is True
     assert len(_Server.bodies) == 2 * 2  # two cells of one session: list, then submit
-    ver = evalkit("verify", "out/pit/receipt.json", "--bundle", str(synth_release_dir), "--config", str(cfg))
+    ver = evalkit(
+        "verify", "out/receipt.json", "--trajectory", "out/traj.jsonl", "--bundle", str(synth_release_dir)
+    )
     assert ver.returncode == 0, ver.stdout + ver.stderr
     assert "ok        replay" in ver.stdout
     assert f"not checked: agent code (module {solver_module} sha256:" in ver.stdout
     bad = evalkit("run", "--config", str(cfg), "--agent", "inspect:nowhere_at_all:solver@mock/inspect")
     assert bad.returncode == 2
-    assert bad.stderr.strip() == (
-        "error: --agent: 'inspect:nowhere_at_all:solver@mock/inspect': cannot import module 'nowhere_at_all' "
-        "(not found on the Python path)"
-    )
+    line = bad.stderr.strip()
+    assert "\n" not in line
+    assert line.startswith("error: --agent:")
+    assert line.endswith("'inspect:nowhere_at_all:solver@mock/inspect': cannot import module 'nowhere_at_all' (not found on the Python path)")
