@@ -72,6 +72,8 @@ def models_list(
                         "tokens_per_minute": e.tokens_per_minute,
                         "simulated": e.simulated,
                         "sim_success_rate": None if e.sim is None else e.sim.success_rate,
+                        "as_of": e.as_of,
+                        "source": e.source,
                     }
                     for e in reg.models.values()
                 ],
@@ -96,13 +98,19 @@ def models_list(
             str(e.prices.cache_write),
             str(e.context_window),
             str(e.max_output),
+            e.as_of or "unstated",
             f"{_SIM_LABEL} (success rate {e.sim.success_rate:.0%})" if e.sim is not None else "",
         ]
         for e in reg.models.values()
     ]
     _table(
-        ["MODEL", "PROVIDER", "API MODEL", "IN", "OUT", "CACHE-R", "CACHE-W", "CONTEXT", "MAX-OUT", ""], rows
+        ["MODEL", "PROVIDER", "API MODEL", "IN", "OUT", "CACHE-R", "CACHE-W", "CONTEXT", "MAX-OUT", "AS OF", ""],
+        rows,
     )
+    typer.echo("")
+    typer.echo("sources (`--json` for each entry's):")
+    for source in sorted({e.source for e in reg.models.values() if e.source}):
+        typer.echo(f"  {source}")
 
 
 def _status_json(status: BudgetStatus) -> dict[str, Any]:

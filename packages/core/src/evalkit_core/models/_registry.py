@@ -13,7 +13,9 @@ runs print it.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -148,6 +150,8 @@ class ModelEntry:
     reserve_overhead_tokens: int = 0
     sim: SimSpec | None = None
     timeouts: Timeouts = DEFAULT_TIMEOUTS
+    as_of: str | None = None  # the date (YYYY-MM-DD) prices and context window were read from ``source``
+    source: str | None = None  # where they were read (the provider's price page, its model page)
 
     @property
     def simulated(self) -> bool:
@@ -267,6 +271,17 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
         timeouts = parse_timeouts(t["timeouts"], f"{where}: field 'timeouts'", RegistryError).over(
             DEFAULT_TIMEOUTS
         )
+    as_of = t.get("as_of")
+    if as_of is not None:
+        if not isinstance(as_of, str) or not re.fullmatch(r"\d{4}-\d\d-\d\d", as_of):
+            raise RegistryError(f"{where}: field 'as_of' = {as_of!r}; expected a date string YYYY-MM-DD")
+        try:
+            dt.date.fromisoformat(as_of)
+        except ValueError:
+            raise RegistryError(f"{where}: field 'as_of' = {as_of!r}; expected a real date YYYY-MM-DD") from None
+    source = t.get("source")
+    if source is not None and (not isinstance(source, str) or not source.strip()):
+        raise RegistryError(f"{where}: field 'source' = {source!r}; expected a non-empty string")
     context = _field(t, "context_window", int, where, "a positive integer (tokens)")
     max_out = _field(t, "max_output", int, where, "a positive integer (tokens)")
     if context <= 0 or max_out <= 0:
@@ -285,6 +300,8 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
         reserve_overhead_tokens=overhead,
         sim=sim,
         timeouts=timeouts,
+        as_of=as_of,
+        source=source,
     )
 
 
