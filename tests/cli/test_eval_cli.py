@@ -201,7 +201,8 @@ def test_user_errors_exit_2(tmp_path):
 def test_human_readable_output():
     result = runner.invoke(app, ["eval", "--tasks", str(BANK), "--solver", "reference"])
     assert result.exit_code == 0
-    assert "public pass rate 100.0%  hidden pass rate 100.0%  gap 0.0%" in result.output
+    assert "public pass rate 100.0% [51.0%, 100.0%]  hidden pass rate 100.0% [51.0%, 100.0%]  gap 0.0%" in result.output
+    assert "intervals: Wilson score interval, 95% (z = 1.96)" in result.output
 
 
 def test_evalkit_verify_checks_an_eval_receipt(tmp_path):

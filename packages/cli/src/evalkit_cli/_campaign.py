@@ -40,7 +40,7 @@ def _print_report(report: CampaignReport) -> None:
         f"campaign {report.name} ({report.status}): {s['tasks']} tasks x {len(models)} models x K={s['k']}"
         f"  rollouts graded {r['graded']}/{r['planned']}  infra errors {r['infra_errors']}  spent ${s['cost_usd']}"
     )
-    for line in render_table(s):
+    for line in render_table(s, report.intervals):
         typer.echo(line)
 
 

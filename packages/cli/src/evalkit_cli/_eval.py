@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import typer
 
@@ -14,6 +15,13 @@ __all__ = ["eval_command"]
 
 def _rate(value: object) -> str:
     return "n/a" if not isinstance(value, int | float) else f"{value:.1%}"
+
+
+def _ci(value: object) -> str:
+    if not isinstance(value, list) or len(value) != 2:  # pyright: ignore[reportUnknownArgumentType]
+        return ""
+    lo, hi = cast("list[float]", value)
+    return f"[{lo:.1%}, {hi:.1%}]"
 
 
 def eval_command(
@@ -36,13 +44,17 @@ def eval_command(
 
     with progress_bar("grading", enabled=not as_json) as show:
         report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers, progress=show)
+    from evalkit._eval import summary_intervals
+
     s = report.summary
+    ci = summary_intervals([r.to_json() for r in report.rollouts])
     if not report.isolation.full:
         # never silently: the verdicts were made behind a weaker wall than the design's
         typer.echo(f"warning: weaker sandbox isolation: {'; '.join(report.isolation.weaker)}", err=True)
     if as_json:
         payload = {
             "summary": s,
+            "intervals": ci,
             "bank_digest": report.bank_digest,
             "settings_digest": report.settings.digest,
             "isolation": report.isolation.to_json(),
@@ -55,8 +67,10 @@ def eval_command(
         f"tasks {s['tasks']}  rollouts {s['rollouts']}  scored {s['scored']}  infra errors {s['infra_errors']}"
     )
     typer.echo(
-        f"public pass rate {_rate(s['public_pass_rate'])}  hidden pass rate {_rate(s['hidden_pass_rate'])}  gap {_rate(s['gap'])}"
+        f"public pass rate {_rate(s['public_pass_rate'])} {_ci(ci['public_pass_rate'])}  "
+        f"hidden pass rate {_rate(s['hidden_pass_rate'])} {_ci(ci['hidden_pass_rate'])}  gap {_rate(s['gap'])}"
     )
+    typer.echo(f"intervals: {ci['method']}")
     if report.results_path:
         typer.echo(f"results {report.results_path}")
     if report.receipt_path:

@@ -288,6 +288,20 @@ def summarize(rows: Sequence[dict[str, JSON]], n_tasks: int) -> dict[str, JSON]:
     }
 
 
+def summary_intervals(rows: Sequence[dict[str, JSON]]) -> dict[str, JSON]:
+    """Wilson 95% intervals for the summary's pass rates (same counts as :func:`summarize`). Not part of the
+    summary a receipt binds: receipts made before intervals existed still verify."""
+    from evalkit._stats import INTERVAL_METHOD, wilson_interval
+
+    scored = [r for r in rows if r.get("infra_error") is None]
+    out: dict[str, JSON] = {"method": INTERVAL_METHOD}
+    for part in ("public", "hidden"):
+        blocks = [b for b in (cast("dict[str, int]", r[part]) for r in scored) if b["total"]]
+        ci = wilson_interval(sum(b["passed"] == b["total"] for b in blocks), len(blocks))
+        out[f"{part}_pass_rate"] = None if ci is None else [ci[0], ci[1]]
+    return out
+
+
 def model_request(
     task: Task, sample: int, *, max_tokens: int = 2048, temperature: float | None = 0.0
 ) -> Request:

@@ -32,6 +32,7 @@ from evalkit_router._report import (
     pass_at_k,
     render_table,
     summarize_results,
+    summary_intervals,
     verify_campaign_receipt,
     write_campaign_outputs,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "simulate_routing",
     "split_tasks",
     "summarize_results",
+    "summary_intervals",
     "sweep",
     "verify_campaign_receipt",
     "wilson_lower_bound",

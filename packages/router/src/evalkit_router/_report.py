@@ -173,6 +173,38 @@ def summarize_results(
     }
 
 
+def summary_intervals(
+    rows: Sequence[Mapping[str, JSON]], *, models: Sequence[str], k: int
+) -> dict[str, JSON]:
+    """Per model: Wilson 95% intervals on the pooled public and hidden pass shares (passing samples over scored
+    samples; equal to pass@1 when every task has the same number of samples), and the standard error over tasks
+    of each pass@k. Kept out of the summary a receipt binds, so older receipts still verify."""
+    from evalkit._stats import INTERVAL_METHOD, standard_error, wilson_interval
+
+    per_model: dict[str, JSON] = {}
+    for model in models:
+        scored = [r for r in rows if r["model_id"] == model and r["status"] == "graded" and r["infra_error"] is None]
+        by_task: dict[str, list[Mapping[str, JSON]]] = {}
+        for r in scored:
+            by_task.setdefault(cast("str", r["task_id"]), []).append(r)
+        block: dict[str, JSON] = {}
+        for part in ("public", "hidden"):
+            ci = wilson_interval(sum(_all_pass(r, part) for r in scored), len(scored))
+            block[f"{part}_pass@1_ci95"] = None if ci is None else [ci[0], ci[1]]
+        se: dict[str, JSON] = {}
+        for j in range(1, k + 1):
+            values = [
+                float(pass_at_k(len(v), sum(1 for r in v if r["solved"]), j)) for v in by_task.values() if len(v) >= j
+            ]
+            se[str(j)] = standard_error(values)
+        block["pass@k_se"] = se
+        per_model[model] = block
+    return {
+        "method": f"{INTERVAL_METHOD} on pooled samples; pass@k: standard error of the mean over tasks",
+        "per_model": per_model,
+    }
+
+
 @attrs.frozen
 class CampaignReport:
     """A campaign's report as read from the store: its config, status, result rows and summary."""
@@ -187,6 +219,12 @@ class CampaignReport:
     def identity(self) -> Mapping[str, JSON]:
         return cast("Mapping[str, JSON]", self.config["identity"])
 
+    @property
+    def intervals(self) -> dict[str, JSON]:
+        return summary_intervals(
+            self.rows, models=cast("list[str]", self.summary["models"]), k=cast("int", self.summary["k"])
+        )
+
     def to_json(self) -> dict[str, JSON]:
         ident = self.identity
         file_block = cast("dict[str, JSON]", self.config["file"])
@@ -195,6 +233,7 @@ class CampaignReport:
             "campaign": self.name,
             "status": self.status,
             "summary": dict(self.summary),
+            "intervals": self.intervals,
             "digests": {
                 "campaign_file": file_block["digest"],
                 "tasks": ident["tasks_digest"],
@@ -479,23 +518,39 @@ def _money(value: JSON) -> str:
     return f"${d:.6f}" if d < 1 else f"${d:.2f}"
 
 
-def render_table(summary: Mapping[str, JSON]) -> list[str]:
-    """The per-model table as plain text lines (fixed width)."""
+def _ci95(value: JSON) -> str:
+    if not isinstance(value, list) or len(value) != 2:
+        return "n/a"
+    return f"[{_pct(value[0])},{_pct(value[1])}]"
+
+
+def _with_se(rate: JSON, se: JSON) -> str:
+    return _pct(rate) + ("" if not isinstance(se, int | float) else f"±{_pct(se)}")
+
+
+def render_table(summary: Mapping[str, JSON], intervals: Mapping[str, JSON] | None = None) -> list[str]:
+    """The per-model table as plain text lines (fixed width); with ``intervals`` (:func:`summary_intervals`),
+    hidden pass@1 carries its Wilson 95% interval and each pass@k its standard error (a last line says so)."""
     k = cast("int", summary["k"])
     ks = list(range(1, k + 1)) if k <= 6 else sorted({1, 2, 5, 10, k} & set(range(1, k + 1)))
-    header = ["model", "pub@1", "hid@1", "adv@1", "gap", *[f"pass@{j}" for j in ks], "solved", "infra",
-              "missing", "cost", "$/task", "$/solved"]  # fmt: skip
+    shown = intervals is not None
+    header = ["model", "pub@1", "hid@1", *(["hid@1 95% CI"] if shown else []), "adv@1", "gap",
+              *[f"pass@{j}" for j in ks], "solved", "infra", "missing", "cost", "$/task", "$/solved"]  # fmt: skip
+    per: Mapping[str, JSON] = cast("Mapping[str, JSON]", intervals["per_model"]) if intervals is not None else {}
     rows: list[list[str]] = []
     for m in cast("list[dict[str, JSON]]", summary["per_model"]):
         at_k = cast("dict[str, JSON]", m["pass@k"])
+        iv = cast("dict[str, JSON]", per.get(cast("str", m["model"])) or {})
+        se = cast("dict[str, JSON]", iv.get("pass@k_se") or {})
         rows.append(
             [
                 cast("str", m["model"]),
                 _pct(m["public_pass@1"]),
                 _pct(m["hidden_pass@1"]),
+                *([_ci95(iv.get("hidden_pass@1_ci95"))] if shown else []),
                 _pct(m["adversarial_pass@1"]),
                 _pct(m["gap"]),
-                *[_pct(at_k.get(str(j))) for j in ks],
+                *[_with_se(at_k.get(str(j)), se.get(str(j))) for j in ks],
                 f"{m['solved_tasks']}/{summary['tasks']}",
                 str(m["infra_errors"]),
                 str(m["missing"]),
@@ -507,4 +562,7 @@ def render_table(summary: Mapping[str, JSON]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True)))
              for line in [header, *rows]]  # fmt: skip
-    return [line.rstrip() for line in lines]
+    out = [line.rstrip() for line in lines]
+    if intervals is not None:
+        out.append(f"intervals: {intervals['method']} (± is one standard error)")
+    return out
