@@ -54,7 +54,8 @@ def evalkit_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     """Point evalkit's cache and home at a per-session temp directory (inherited by subprocesses)."""
     base = tmp_path_factory.mktemp("evalkit-session")
     dirs = {"EVALKIT_CACHE_DIR": base / "cache", "EVALKIT_HOME": base / "home"}
-    saved = {k: os.environ.get(k) for k in _ENV_VARS}
+    saved = {k: os.environ.get(k) for k in (*_ENV_VARS, "EVALKIT_STORE")}
+    os.environ.pop("EVALKIT_STORE", None)  # the default store unless a test asks for another
     for k, p in dirs.items():
         p.mkdir()
         os.environ[k] = str(p)
@@ -66,6 +67,54 @@ def evalkit_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = old
+
+
+# --- the store on both dialects ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster (``tests/pg_cluster.py``), started on first use and stopped at the end of
+    the session; skips with the reason where the binaries or psycopg are absent."""
+    from pg_cluster import SKIP_REASON, Cluster, find_bin
+
+    bindir = find_bin()
+    if bindir is None:
+        pytest.skip(SKIP_REASON)
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: uv sync --all-packages --all-extras")
+    cluster = Cluster(bindir).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a store lives, once per dialect: a SQLite file in ``tmp_path``, or a fresh database in the
+    session's throwaway PostgreSQL cluster (a ``postgresql://`` URL on a Unix socket whose search_path is a fresh
+schema)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "store" / "evalkit.sqlite3")
+        return
+    cluster = request.getfixturevalue("pg_cluster")
+    url = cluster.create_schema()
+    try:
+        yield url
+    finally:
+        cluster.drop_schema(url)
+
+
+@pytest.fixture
+def any_store(store_location: str) -> Iterator[Any]:
+    """An open store on each dialect (see ``store_location``)."""
+    from evalkit_core.store import Store
+
+    with Store(store_location if store_location.startswith("postgresql://") else Path(store_location)) as s:
+        yield s
 
 
 # --- no network --------------------------------------------------------------------------------------------

@@ -36,8 +36,20 @@ pit_app = typer.Typer(
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),
+    store: str | None = typer.Option(
+        None,
+        "--store",
+        metavar="URL",
+        help="The store: a postgresql://... URL (needs evalkit-core[postgres]) or a SQLite file; "
+        "default $EVALKIT_STORE, else evalkit.sqlite3 in $EVALKIT_HOME.",
+    ),
 ) -> None:
     """evalkit: evaluation you can re-check."""
+    del version  # eager: its callback printed it and exited
+    if store:
+        import os
+
+        os.environ["EVALKIT_STORE"] = store  # read by Store.open in every command (and its subprocesses)
 
 
 @pit_app.callback()

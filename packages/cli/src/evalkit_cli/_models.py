@@ -136,7 +136,7 @@ def _outcome_json(u: UnknownOutcome) -> dict[str, Any]:
     }
 
 
-def _print_status(status: BudgetStatus, path: Path) -> None:
+def _print_status(status: BudgetStatus, path: Path | str) -> None:
     typer.echo(f"store      {path}")
     typer.echo(
         f"cap        {'none (spending is recorded, not limited)' if status.cap is None else f'${status.cap}'}"

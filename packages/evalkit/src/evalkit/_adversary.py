@@ -577,9 +577,9 @@ def bank_counterexamples(store: Store, counterexamples: Iterable[Counterexample]
         for c in counterexamples:
             expected = json.dumps(c.expected, ensure_ascii=False, allow_nan=False)
             cur = db.execute(
-                "INSERT OR IGNORE INTO counterexamples (counterexample_id, task_id, task_digest, input, "
+                "INSERT INTO counterexamples (counterexample_id, task_id, task_digest, input, "
                 "input_digest, expected, category, hint, found_by, candidate_digest, actual, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     digest({"task_id": c.task_id, "input_digest": c.input_digest}),
                     c.task_id,

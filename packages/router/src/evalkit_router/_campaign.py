@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -82,7 +81,7 @@ from evalkit_core.models import (
     load_registry,
     reconcile,
 )
-from evalkit_core.store import Process, Store, is_alive, utc_now
+from evalkit_core.store import Connection, Process, Store, is_alive, utc_now
 from evalkit_router._config import (
     CampaignChangedError,
     CampaignConfig,
@@ -378,7 +377,7 @@ def _graded_under(store: Store, name: str) -> dict[str, GradedUnder]:
     return {str(k): GradedUnder(str(s), str(b), str(i)) for k, s, b, i in rows}
 
 
-def _insert_rollout(db: sqlite3.Connection, name: str, p: PlannedRollout, completion: Completion) -> None:
+def _insert_rollout(db: Connection, name: str, p: PlannedRollout, completion: Completion) -> None:
     """Inside the model layer's settle transaction: the rollout commits with the payment or not at all."""
     data = completion_to_json(completion)
     db.execute(
@@ -406,7 +405,8 @@ def _acquire_lease(store: Store, name: str) -> None:
                     f"{since}; wait for it to finish (or stop it) and run again"
                 )
         db.execute(
-            "INSERT OR REPLACE INTO campaign_leases (campaign_id, owner_id, acquired_at) VALUES (?, ?, ?)",
+            "INSERT INTO campaign_leases (campaign_id, owner_id, acquired_at) VALUES (?, ?, ?) ON CONFLICT"
+            " (campaign_id) DO UPDATE SET owner_id = excluded.owner_id, acquired_at = excluded.acquired_at",
             (name, owner, utc_now()),
         )
 
@@ -665,7 +665,7 @@ async def _run_leased(
             p = to_call.popleft()
             request = requests[(p.task.id, p.sample)]
 
-            def record(db: sqlite3.Connection, completion: Completion, p: PlannedRollout = p) -> None:
+            def record(db: Connection, completion: Completion, p: PlannedRollout = p) -> None:
                 _insert_rollout(db, config.name, p, completion)
 
             try:

@@ -313,7 +313,7 @@ def _safe(name: str) -> str:
 
 
 def default_out_dir(store: Store, name: str) -> Path:
-    return store.path.parent / "campaigns" / _safe(name)
+    return store.home / "campaigns" / _safe(name)
 
 
 def write_campaign_outputs(

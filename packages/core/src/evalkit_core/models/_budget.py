@@ -33,7 +33,6 @@ import csv
 import io
 import json
 import os
-import sqlite3
 import uuid
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
@@ -45,7 +44,7 @@ import attrs
 from evalkit_core._errors import ConfigError
 from evalkit_core.models._cost import plain
 from evalkit_core.models._errors import BudgetExceeded
-from evalkit_core.store import Store, utc_now
+from evalkit_core.store import Connection, Store, utc_now
 from evalkit_core.store._owner import Process, is_alive
 
 __all__ = [
@@ -93,13 +92,13 @@ class UnknownOutcome:
     invoiced: str | None = None  # the invoice export that settled it, if any
 
 
-def _totals(db: sqlite3.Connection) -> tuple[Decimal | None, Decimal, Decimal]:
+def _totals(db: Connection) -> tuple[Decimal | None, Decimal, Decimal]:
     cap, spent, reserved = db.execute("SELECT cap, spent, reserved FROM budget WHERE id = 1").fetchone()
     return (None if cap is None else Decimal(cap)), Decimal(spent), Decimal(reserved)
 
 
 def _ledger(
-    db: sqlite3.Connection,
+    db: Connection,
     kind: str,
     amount: Decimal,
     totals: tuple[Decimal | None, Decimal, Decimal],
@@ -128,7 +127,7 @@ def _ledger(
 
 
 def _write_totals(
-    db: sqlite3.Connection, cap: Decimal | None, spent: Decimal, reserved: Decimal, now: str
+    db: Connection, cap: Decimal | None, spent: Decimal, reserved: Decimal, now: str
 ) -> None:
     db.execute(
         "UPDATE budget SET cap = ?, spent = ?, reserved = ?, updated_at = ? WHERE id = 1",
@@ -137,7 +136,7 @@ def _write_totals(
 
 
 def try_reserve(
-    db: sqlite3.Connection,
+    db: Connection,
     *,
     call_id: str,
     model_id: str,
@@ -167,7 +166,7 @@ def try_reserve(
 
 
 def settle(
-    db: sqlite3.Connection, reservation_id: str, charge: Decimal, *, note: str | None = None, now: str
+    db: Connection, reservation_id: str, charge: Decimal, *, note: str | None = None, now: str
 ) -> Decimal | None:
     """Inside a write transaction: drop the reservation and add ``charge`` (the exact cost, or the reservation
     itself when the outcome is unknown) to spent. Returns what was charged: ``charge``, or the reservation when
@@ -272,7 +271,7 @@ def _default_alive(_owner_id: str, owner: Process, heartbeat_at: str) -> bool:
     return is_alive(owner, heartbeat_at)
 
 
-def _dead_owners(db: sqlite3.Connection, alive: Liveness) -> set[str]:
+def _dead_owners(db: Connection, alive: Liveness) -> set[str]:
     rows = db.execute("SELECT owner_id, host, boot_id, pid, start_ticks, heartbeat_at FROM owners").fetchall()
     return {
         str(oid)
@@ -337,13 +336,16 @@ def reconcile(store: Store, *, alive: Liveness = _default_alive) -> list[Unknown
                 continue
             charged = plain(Decimal(call[1]) + amount)
             db.execute(
-                "UPDATE model_calls SET status = 'unknown', error = ?, attempts = max(attempts, ?), charged = ?,"
+                "UPDATE model_calls SET status = 'unknown', error = ?,"
+                " attempts = CASE WHEN attempts > ? THEN attempts ELSE ? END, charged = ?,"
                 " finished_at = ? WHERE call_id = ?",
-                (why, attempt, str(charged), now, call_id),
+                (why, attempt, attempt, str(charged), now, call_id),
             )
             db.execute(
-                "INSERT OR REPLACE INTO call_attempts (call_id, attempt, started_at, elapsed_ms, status_code,"
-                " outcome, error, charged) VALUES (?, ?, ?, 0, NULL, 'unknown', ?, ?)",
+                "INSERT INTO call_attempts (call_id, attempt, started_at, elapsed_ms, status_code, outcome, error,"
+                " charged) VALUES (?, ?, ?, 0, NULL, 'unknown', ?, ?) ON CONFLICT (call_id, attempt) DO UPDATE"
+                " SET started_at = excluded.started_at, elapsed_ms = excluded.elapsed_ms, status_code = NULL,"
+                " outcome = excluded.outcome, error = excluded.error, charged = excluded.charged",
                 (call_id, attempt, created, why, str(plain(amount))),
             )
             out.append(UnknownOutcome(call_id, model_id, call[2], charged, int(pid), str(call[3])))

@@ -38,7 +38,6 @@ import json
 import logging
 import os
 import random
-import sqlite3
 import ssl
 import time
 import uuid
@@ -62,7 +61,7 @@ from evalkit_core.models._registry import ModelEntry, Registry, Timeouts, load_r
 from evalkit_core.models._retry import RetryPolicy, backoff_delay, is_retryable_status, retry_after_seconds
 from evalkit_core.models._sim import simulate
 from evalkit_core.models._types import Completion, Request, ToolCall, Usage, request_to_json
-from evalkit_core.store import Store, utc_now
+from evalkit_core.store import Connection, Store, utc_now
 
 __all__ = ["ModelBackend", "ModelClient", "RecordFn", "complete", "redact"]
 
@@ -72,7 +71,7 @@ _ERROR_CHARS = 300
 _SCAN_CHARS = 65536  # redaction looks this far into a provider's error body before it is cut to _ERROR_CHARS
 _MIN_PREFIX = 8  # any prefix of a key this long or longer is redacted
 
-RecordFn = Callable[[sqlite3.Connection, Completion], None]
+RecordFn = Callable[[Connection, Completion], None]
 """Called inside the transaction that settles a successful call, with that transaction's connection: what it
 writes commits together with the settle or not at all (a campaign stores its rollout this way)."""
 
@@ -258,7 +257,7 @@ class ModelClient:
         content = canonical_bytes(self.registry.content).decode("utf-8")
         with self.store.transaction() as db:
             db.execute(
-                "INSERT OR IGNORE INTO registries (digest, content, first_seen) VALUES (?, ?, ?)",
+                "INSERT INTO registries (digest, content, first_seen) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (self.registry.digest, content, utc_now()),
             )
         self._registry_recorded = True

@@ -1,4 +1,5 @@
-"""The evalkit store: SQLite (WAL) under ``$EVALKIT_HOME``, versioned migrations, transactional writes.
+"""The evalkit store: SQLite (WAL) under ``$EVALKIT_HOME``, or PostgreSQL when ``$EVALKIT_STORE`` is a
+``postgresql://`` URL (the optional extra ``evalkit-core[postgres]``); one migration history, transactional writes.
 
 Tables: ``model_calls`` and ``call_attempts`` (every model call and every request it made), ``budget`` and
 ``budget_ledger`` and ``budget_reservations`` (the spending cap, see ``evalkit_core.models``), ``registries``
@@ -11,10 +12,14 @@ from evalkit_core.store._owner import LEASE_SECONDS, Process, is_alive, this_pro
 from evalkit_core.store._store import (
     HOME_ENV,
     SCHEMA_VERSION,
+    STORE_ENV,
     STORE_FILE,
+    Connection,
+    Cursor,
     Store,
     StoreError,
     evalkit_home,
+    store_location,
     utc_now,
 )
 
@@ -23,13 +28,17 @@ __all__ = [
     "LEASE_SECONDS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "STORE_ENV",
     "STORE_FILE",
+    "Connection",
+    "Cursor",
     "Migration",
     "Process",
     "Store",
     "StoreError",
     "evalkit_home",
     "is_alive",
+    "store_location",
     "this_process",
     "utc_now",
 ]

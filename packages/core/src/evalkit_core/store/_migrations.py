@@ -1,5 +1,10 @@
-"""Versioned schema migrations. ``PRAGMA user_version`` holds the version; each step also leaves a row in
-``schema_migrations``. Steps are append-only: never edit a released one, add the next."""
+"""Versioned schema migrations, one history for both dialects. On SQLite ``PRAGMA user_version`` holds the
+version; on PostgreSQL the highest row of ``schema_migrations`` does; each step leaves a row there either way.
+A step's ``statements`` are SQLite's; PostgreSQL runs them through ``_postgres.translate_ddl`` (types), or runs
+the step's own ``postgres`` statements where the two must differ (SQLite rebuilds a table to change a CHECK
+constraint; PostgreSQL alters it in place). Both must leave the same tables, columns (in the same order),
+constraints and indexes: ``tests/core/store/test_store_dialects.py`` holds them equal.
+Steps are append-only: never edit a released one, add the next."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
+    postgres: tuple[str, ...] = ()  # PostgreSQL's statements when translating SQLite's is not enough
 
 
 _V1 = (
@@ -260,6 +266,39 @@ _V3 = (
     "ALTER TABLE rollouts ADD COLUMN isolation TEXT",
 )
 
+# Version 2 on PostgreSQL: the same tables and columns, altered in place (new columns go last, as the SQLite
+# rebuild puts them; a column CHECK constraint is named <table>_<column>_check by PostgreSQL).
+_V2_POSTGRES = (
+    _V2[0].replace("INTEGER", "BIGINT"),  # owners
+    "ALTER TABLE budget_reservations ADD COLUMN owner_id TEXT",
+    "ALTER TABLE budget_reservations ADD COLUMN attempt BIGINT NOT NULL DEFAULT 1",
+    "ALTER TABLE model_calls DROP CONSTRAINT model_calls_status_check",
+    (
+        "ALTER TABLE model_calls ADD CONSTRAINT model_calls_status_check"
+        " CHECK (status IN ('pending', 'ok', 'error', 'refused', 'unknown'))"
+    ),
+    "ALTER TABLE model_calls ADD COLUMN label TEXT",
+    "ALTER TABLE model_calls ADD COLUMN worst_case TEXT",
+    "ALTER TABLE model_calls ADD COLUMN anomaly TEXT",
+    "ALTER TABLE model_calls ADD COLUMN invoiced TEXT",
+    "ALTER TABLE model_calls ADD COLUMN owner_id TEXT",
+    "CREATE INDEX model_calls_label ON model_calls(label)",
+    "CREATE INDEX model_calls_pending ON model_calls(status) WHERE status = 'pending'",
+    "ALTER TABLE call_attempts DROP CONSTRAINT call_attempts_outcome_check",
+    (
+        "ALTER TABLE call_attempts ADD CONSTRAINT call_attempts_outcome_check"
+        " CHECK (outcome IN ('ok', 'retry', 'error', 'unknown'))"
+    ),
+    "ALTER TABLE budget_ledger DROP CONSTRAINT budget_ledger_kind_check",
+    (
+        "ALTER TABLE budget_ledger ADD CONSTRAINT budget_ledger_kind_check"
+        " CHECK (kind IN ('reserve', 'settle', 'refuse', 'set_cap', 'release', 'unknown', 'invoice'))"
+    ),
+    "CREATE INDEX budget_ledger_call ON budget_ledger(call_id)",
+    _V2[-2],  # campaign_leases
+    _V2[-1],  # rollouts.anomaly
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1, "model calls, attempts, budget and ledger, registries; campaign/rollout/counterexample tables", _V1
@@ -268,6 +307,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         2,
         "owners and leases; unknown outcomes, labels, worst cases and anomalies on calls; campaign leases",
         _V2,
+        _V2_POSTGRES,
     ),
     Migration(3, "per-rollout verifier settings digest, bank digest and sandbox isolation", _V3),
 )

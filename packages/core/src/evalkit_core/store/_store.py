@@ -1,5 +1,8 @@
 """The store: one SQLite file (stdlib ``sqlite3``, WAL) under ``$EVALKIT_HOME`` (default ``.evalkit/`` in the
-working directory), with versioned migrations.
+working directory), with versioned migrations; or, with ``$EVALKIT_STORE`` (or ``evalkit --store``) set to a
+``postgresql://`` URL, a PostgreSQL database shared by many processes and machines (psycopg 3, the optional
+extra ``evalkit-core[postgres]``; see ``evalkit_core.store._postgres``). Both run the same migrations and the
+same SQL; a transaction yields a :class:`Connection` either way.
 
 Every write happens in ``with store.transaction() as db:``, which takes SQLite's write lock up front
 (``BEGIN IMMEDIATE``), so a read-check-write inside it is atomic across threads *and* processes sharing the
@@ -8,8 +11,12 @@ A transaction commits whole or not at all; a crash mid-write loses nothing alrea
 ``synchronous=NORMAL`` survives a process crash; pass ``durable=True`` for ``FULL``, which also survives power
 loss at the price of an fsync per commit).
 
+On PostgreSQL a write transaction takes a store-wide advisory lock first, the same serialisation.
+
 A failure of the file after it was opened (read-only, disk full, a damaged page, another process holding the
-write lock too long) is a :class:`StoreError` naming the file and the cause, never a bare ``sqlite3`` error:
+write lock too long; on PostgreSQL an unreachable server, a read-only database or a role that may not write)
+is a :class:`StoreError` naming the file (or the URL, without its password) and the cause, never a bare
+``sqlite3`` or ``psycopg`` error:
 the CLI prints it as one line and exits 2. A transaction that fails is rolled back whole.
 
 Each open store that takes part in the budget or leases a campaign registers an *owner* (see
@@ -26,17 +33,41 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Any, Literal, LiteralString, Protocol, Self, cast
 
 from evalkit_core._errors import EvalkitError
 from evalkit_core.store._migrations import MIGRATIONS
 from evalkit_core.store._owner import HEARTBEAT_SECONDS, this_process
+from evalkit_core.store._postgres import (
+    LOCK_KEY,
+    is_postgres_url,
+    redact_url,
+    sqlstate,
+    translate,
+    translate_ddl,
+)
 
-__all__ = ["HOME_ENV", "SCHEMA_VERSION", "STORE_FILE", "Store", "StoreError", "evalkit_home", "utc_now"]
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "HOME_ENV",
+    "SCHEMA_VERSION",
+    "STORE_ENV",
+    "STORE_FILE",
+    "Connection",
+    "Cursor",
+    "Store",
+    "StoreError",
+    "evalkit_home",
+    "store_location",
+    "utc_now",
+]
 
 HOME_ENV = "EVALKIT_HOME"
+STORE_ENV = "EVALKIT_STORE"  # a postgresql:// URL (or a SQLite file path) overriding $EVALKIT_HOME's store
 STORE_FILE = "evalkit.sqlite3"
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -98,6 +129,61 @@ def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
     return StoreError(f"{path}: {_cause(path, exc)}")
 
 
+class Cursor(Protocol):
+    """What a statement returns (``sqlite3.Cursor`` or psycopg's cursor): rows are tuples."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """What a transaction yields: ``execute(sql, params)`` with SQLite's ``?`` placeholders, on either dialect."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+
+class _PgConnection:
+    """A psycopg connection speaking evalkit's SQL (``?`` placeholders; see ``_postgres.translate``)."""
+
+    def __init__(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
+        return self._conn.execute(cast("LiteralString", translate(sql)), tuple(parameters))
+
+
+# SQLSTATE classes that are the database's or the server's fault, not the code's: connection (08), insufficient
+# resources (53), program limits (54), object state (55: lock timeouts), operator intervention (57: shutdown,
+# cancel), system (58), and the two ways of not being allowed to write: a read-only transaction (25006) and a
+# missing privilege (42501).
+_PG_STATES = ("08", "53", "54", "55", "57", "58", "25006", "42501")
+
+
+def _pg_store_error(where: str, exc: BaseException) -> StoreError | None:
+    """A :class:`StoreError` for a psycopg error that is the database's fault, else None."""
+    import psycopg
+
+    state = sqlstate(exc)
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if state == "25006":
+        return StoreError(f"{where}: the database is read-only ({text}); point {STORE_ENV} at a writable primary")
+    if state == "42501":
+        return StoreError(f"{where}: the database role may not write here ({text}); grant it or use another role")
+    if state.startswith(_PG_STATES) or (not state and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)):
+        return StoreError(f"{where}: cannot use the PostgreSQL store ({text})")
+    return None
+
+
+def store_location(env: Mapping[str, str] | None = None) -> str | None:
+    """``$EVALKIT_STORE`` if set (a ``postgresql://`` URL or a SQLite file), else None (the default store)."""
+    environ = os.environ if env is None else env
+    value = environ.get(STORE_ENV, "").strip()
+    return value or None
+
+
 def utc_now() -> str:
     """Now, UTC, fixed width (``2025-01-02T03:04:05.123456Z``), so text order is time order."""
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -110,20 +196,19 @@ def evalkit_home(env: Mapping[str, str] | None = None) -> Path:
 
 
 class Store:
-    """A connection to the store. Thread-safe (one lock around the connection); share one per process."""
+    """A connection to the store. Thread-safe (one lock around the connection); share one per process.
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0, durable: bool = False) -> None:
-        self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot create the store directory ({exc.strerror})") from None
-        try:
-            self._db = sqlite3.connect(
-                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise store_error(self.path, exc) from None
+    ``path`` is a SQLite file, or a ``postgresql://`` URL for a PostgreSQL store (then ``path`` is the URL without
+    its password, and ``home`` the directory for files kept beside the store, default ``$EVALKIT_HOME``)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 30.0,
+        durable: bool = False,
+        home: str | Path | None = None,
+    ) -> None:
         self._lock = threading.RLock()
         self._closed = False
         self._owner_id: str | None = None
@@ -131,6 +216,25 @@ class Store:
         self._me = this_process()
         self._heartbeat_stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self._pg: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._pg_wrap: _PgConnection | None = None
+        if isinstance(path, str) and is_postgres_url(path):
+            self.dialect: Literal["sqlite", "postgresql"] = "postgresql"
+            self.path: Path | str = redact_url(path)
+            self.home = Path(home) if home is not None else evalkit_home()
+            self._open_postgres(path, timeout)
+            return
+        self.dialect = "sqlite"
+        self.path = file = Path(path)
+        self.home = Path(home) if home is not None else file.parent
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{file}: cannot create the store directory ({exc.strerror})") from None
+        try:
+            self._db = sqlite3.connect(file, timeout=timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise store_error(file, exc) from None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
@@ -143,21 +247,72 @@ class Store:
         except sqlite3.Error as exc:
             self._db.close()
             if _is_file_error(exc):
-                raise store_error(self.path, exc) from None
+                raise store_error(file, exc) from None
             raise
         except BaseException:
             self._db.close()
             raise
 
+    def _open_postgres(self, url: str, timeout: float) -> None:
+        where = str(self.path)
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError(
+                f"{where}: a PostgreSQL store needs psycopg; install the extra: pip install 'evalkit-core[postgres]'"
+            ) from None
+        try:
+            conn = psycopg.connect(
+                url,
+                autocommit=True,
+                connect_timeout=max(1, min(int(timeout), 10)),
+                application_name="evalkit",
+            )
+        except psycopg.Error as exc:
+            err = _pg_store_error(where, exc)
+            text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise (err or StoreError(f"{where}: cannot connect to the PostgreSQL store ({text})")) from None
+        except ValueError as exc:  # a malformed URL or option
+            raise StoreError(f"{where}: not a usable PostgreSQL URL ({exc})") from None
+        self._pg = conn
+        self._pg_wrap = _PgConnection(conn)
+        try:
+            self._migrate()
+        except BaseException:
+            conn.close()
+            raise
+
     @classmethod
     def open(cls, home: str | Path | None = None, **kwargs: float | bool) -> Store:
-        """The store in ``home`` (default ``$EVALKIT_HOME``, else ``.evalkit/`` in the working directory)."""
+        """The store named by ``$EVALKIT_STORE`` (a ``postgresql://`` URL, or a SQLite file), else the SQLite
+        store in ``home`` (default ``$EVALKIT_HOME``, else ``.evalkit/`` in the working directory)."""
         base = Path(home) if home is not None else evalkit_home()
+        location = store_location()
+        if location is not None and is_postgres_url(location):
+            return cls(location, home=base, **kwargs)  # pyright: ignore[reportArgumentType]
+        if location is not None:
+            return cls(Path(location), home=base, **kwargs)  # pyright: ignore[reportArgumentType]
         return cls(base / STORE_FILE, **kwargs)  # pyright: ignore[reportArgumentType]
 
+    def _current_version(self, db: Connection) -> int:
+        if self.dialect == "sqlite":
+            return int(db.execute("PRAGMA user_version").fetchone()[0])
+        (exists,) = db.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+        if not exists:
+            return 0
+        return int(db.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
+
     def _migrate(self) -> None:
+        pg = self.dialect == "postgresql"
         with self.transaction() as db:
-            current = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if pg:
+                (read_only,) = db.execute("SHOW transaction_read_only").fetchone()
+                if read_only == "on":
+                    raise StoreError(
+                        f"{self.path}: the database is read-only (transaction_read_only is on); point "
+                        f"{STORE_ENV} at a writable primary"
+                    )
+            current = self._current_version(db)
             if current > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: schema version {current} is newer than this evalkit understands "
@@ -168,13 +323,29 @@ class Store:
                 if m.version <= current:
                     continue
                 applied = True
-                for statement in m.statements:
-                    db.execute(statement)
+                if pg:
+                    assert self._pg is not None
+                    for statement in m.postgres or tuple(translate_ddl(s) for s in m.statements):
+                        self._pg.execute(cast("LiteralString", statement))
+                else:
+                    for statement in m.statements:
+                        db.execute(statement)
                 db.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                     (m.version, m.name, utc_now()),
                 )
-                db.execute(f"PRAGMA user_version = {m.version}")
+                if not pg:
+                    db.execute(f"PRAGMA user_version = {m.version}")
+            if pg:
+                (writable,) = db.execute(
+                    "SELECT has_table_privilege('budget', 'UPDATE') AND has_table_privilege('model_calls', 'INSERT')"
+                ).fetchone()
+                if not writable:
+                    raise StoreError(
+                        f"{self.path}: the database role may not write the store's tables; grant it INSERT, "
+                        "UPDATE and DELETE on them or use another role"
+                    )
+                return
             broken = db.execute("PRAGMA foreign_key_check").fetchall() if applied else []
             if broken:
                 raise StoreError(
@@ -183,60 +354,94 @@ class Store:
 
     @property
     def schema_version(self) -> int:
-        with self._lock:
-            return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        with self.snapshot() as db:
+            return self._current_version(db)
+
+    def _in_transaction(self) -> bool:
+        if self._pg is not None:
+            import psycopg
+
+            return self._pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        return self._db.in_transaction
 
     def _rollback(self) -> None:
+        if self._pg is not None:
+            try:
+                if self._in_transaction():
+                    self._pg.execute("ROLLBACK")
+            except Exception as exc:
+                log.debug("rollback of %s failed: %s", self.path, exc)
+            return
         if self._db.in_transaction:  # SQLite rolls back by itself after some errors (disk full, I/O)
             try:
                 self._db.execute("ROLLBACK")
             except sqlite3.Error as exc:  # nothing more to undo; the original error is what matters
                 log.debug("rollback of %s failed: %s", self.path, exc)
 
+    def _translate_error(self, exc: BaseException) -> StoreError | None:
+        """The :class:`StoreError` an error of the database (not of the code) stands for, else None."""
+        if isinstance(exc, sqlite3.Error):
+            return store_error(Path(self.path), exc) if _is_file_error(exc) else None
+        if self._pg is not None and type(exc).__module__.startswith("psycopg"):
+            return _pg_store_error(str(self.path), exc)
+        return None
+
+    def _begin(self, sql: str) -> Connection:
+        try:
+            if self._pg is not None:
+                assert self._pg_wrap is not None
+                self._pg.execute(cast("LiteralString", sql))
+                return self._pg_wrap
+            self._db.execute(sql)
+        except Exception as exc:
+            err = self._translate_error(exc)
+            if err is not None:
+                raise err from None
+            raise
+        return self._db
+
     @contextlib.contextmanager
-    def transaction(self) -> Generator[sqlite3.Connection]:
-        """A write transaction holding SQLite's write lock from the start; commits on success, rolls back on
-        error. A file-level failure (read-only, disk full, damaged, busy) becomes a :class:`StoreError`."""
+    def transaction(self) -> Generator[Connection]:
+        """A write transaction holding the store's write lock from the start (SQLite's ``BEGIN IMMEDIATE``, or
+        PostgreSQL's store-wide advisory lock); commits on success, rolls back on error. A failure of the
+        database (read-only, disk full, damaged, busy, unreachable) becomes a :class:`StoreError`."""
         with self._lock:
+            db = self._begin(
+                f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY})" if self._pg is not None else "BEGIN IMMEDIATE"
+            )
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                if _is_file_error(exc):
-                    raise store_error(self.path, exc) from None
+                yield db
+            except BaseException as exc:
+                self._rollback()
+                err = self._translate_error(exc)
+                if err is not None:
+                    raise err from None
                 raise
             try:
-                yield self._db
-            except sqlite3.Error as exc:
+                if self._pg is not None:
+                    self._pg.execute("COMMIT")
+                else:
+                    self._db.execute("COMMIT")
+            except Exception as exc:
                 self._rollback()
-                if _is_file_error(exc):
-                    raise store_error(self.path, exc) from None
-                raise
-            except BaseException:
-                self._rollback()
-                raise
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._rollback()
-                if _is_file_error(exc):
-                    raise store_error(self.path, exc) from None
+                err = self._translate_error(exc)
+                if err is not None:
+                    raise err from None
                 raise
 
     @contextlib.contextmanager
-    def snapshot(self) -> Generator[sqlite3.Connection]:
+    def snapshot(self) -> Generator[Connection]:
         """A read transaction: every query inside sees one consistent state."""
         with self._lock:
+            db = self._begin(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if self._pg is not None else "BEGIN DEFERRED"
+            )
             try:
-                self._db.execute("BEGIN DEFERRED")
-            except sqlite3.Error as exc:
-                if _is_file_error(exc):
-                    raise store_error(self.path, exc) from None
-                raise
-            try:
-                yield self._db
-            except sqlite3.Error as exc:
-                if _is_file_error(exc):
-                    raise store_error(self.path, exc) from None
+                yield db
+            except Exception as exc:
+                err = self._translate_error(exc)
+                if err is not None:
+                    raise err from None
                 raise
             finally:
                 self._rollback()
@@ -270,8 +475,8 @@ class Store:
             " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
         )
         args = (owner_id, me.host, me.boot_id, me.pid, me.start_ticks, now, now)
-        if self._db.in_transaction:
-            self._db.execute(sql, args)
+        if self._in_transaction():
+            (self._pg_wrap or self._db).execute(sql, args)
             return
         with self.transaction() as db:
             db.execute(sql, args)
@@ -319,7 +524,10 @@ class Store:
             self._heartbeat = None
             self._drop_owner()
             self._closed = True
-            self._db.close()
+            if self._pg is not None:
+                self._pg.close()
+            else:
+                self._db.close()
 
     def __enter__(self) -> Self:
         return self
