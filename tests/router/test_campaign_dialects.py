@@ -22,13 +22,12 @@ def _run(tmp: Path, monkeypatch: pytest.MonkeyPatch, location: str | None) -> tu
     home = tmp / "home"
     outcome = run_campaign(path, home=home)
     assert (outcome.status, outcome.called) == ("done", 12)
-    with Store.open(home) as store:
-        # as if killed after storing two completions, before grading them: resume grades them, calls nothing
-        with store.transaction() as db:
-            db.execute(
-                "UPDATE rollouts SET status = 'completed', result = NULL, graded_at = NULL WHERE rollout_key IN"
-                " (SELECT rollout_key FROM rollouts ORDER BY rollout_key LIMIT 2)"
-            )
+    # as if killed after storing two completions, before grading them: resume grades them, calls nothing
+    with Store.open(home) as store, store.transaction() as db:
+        db.execute(
+            "UPDATE rollouts SET status = 'completed', result = NULL, graded_at = NULL WHERE rollout_key IN"
+            " (SELECT rollout_key FROM rollouts ORDER BY rollout_key LIMIT 2)"
+        )
     again = run_campaign(path, home=home)
     assert (again.called, again.regraded, again.skipped) == (0, 2, 10)
     with Store.open(home) as store:

@@ -40,6 +40,8 @@ def test_a_password_never_appears_in_a_store_name():
     assert "s3cret" not in shown
     assert "alice" in shown
     assert "s3cret" not in redact_url("postgresql://db.example/evalkit?password=s3cret")
+    plain = "postgresql:///evalkit?host=/tmp/sock&user=u"
+    assert redact_url(plain) == plain  # nothing to hide: the URL as given
 
 
 # ------------------------------------------------------------------------------------------ schema

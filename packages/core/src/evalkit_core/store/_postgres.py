@@ -45,16 +45,17 @@ def redact_url(url: str) -> str:
     except ValueError:
         return "postgresql://(unparseable URL)"
     netloc = parts.netloc
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    in_query = any(k == "password" for k, _ in query)
+    if parts.password is None and not in_query:
+        return url
     if parts.password is not None:
         user, host = netloc.rsplit("@", 1)
         netloc = f"{user.split(':', 1)[0]}:***@{host}"
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    if any(k == "password" for k, _ in query):
+    if in_query:
         query = [(k, "***" if k == "password" else v) for k, v in query]
-        return urllib.parse.urlunsplit(
-            (parts.scheme, netloc, parts.path, urllib.parse.urlencode(query, safe="/"), parts.fragment)
-        )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    text = urllib.parse.urlencode(query, safe="/")
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{text}" if text else "")
 
 
 _JSON_EXTRACT = re.compile(r"json_extract\(\s*([A-Za-z_][A-Za-z_0-9.]*)\s*,\s*'\$\.([A-Za-z_][A-Za-z_0-9]*)'\s*\)")
