@@ -169,6 +169,12 @@ def hand_release_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def hand_filing_list() -> list[Filing]:
+    """The hand-built filings, for tests that build a variant of the release."""
+    return hand_filings()
+
+
+@pytest.fixture(scope="session")
 def hand_prices_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     p = tmp_path_factory.mktemp("pit-hand-prices") / "prices.csv"
     p.write_text(HAND_PRICES)

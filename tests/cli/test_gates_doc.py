@@ -1,0 +1,91 @@
+"""docs/gates.md runs as written, and docs/ci/evalkit-gate.yml's evalkit steps run against what it made.
+
+Blocks, in order, in an empty directory (with ``tasks`` linked to the repository's task bank):
+- ``bash``: each line runs in a shell, ``uv run evalkit`` being this interpreter's ``-m evalkit_cli``; a line
+  ending in ``# exit N`` must exit N, every other line 0;
+- ``text``: the stdout of the line just before, word for word (whitespace-insensitive);
+- ``json file=P`` / ``toml file=P``: written to P.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "gates.md"
+WORKFLOW = ROOT / "docs" / "ci" / "evalkit-gate.yml"
+BLOCK = re.compile(r"^```(\w+)( file=\S+)?\n(.*?)^```", re.MULTILINE | re.DOTALL)
+EXIT = re.compile(r"\s+# exit (\d+)$")
+EVALKIT = f"{shlex.quote(sys.executable)} -m evalkit_cli"
+
+
+def run_line(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    m = EXIT.search(line)
+    want = int(m[1]) if m else 0
+    command = EXIT.sub("", line).replace("uv run evalkit", EVALKIT)
+    res = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+                         check=False)
+    assert res.returncode == want, (line, res.stdout, res.stderr)
+    return res
+
+
+def run_doc(doc: Path, cwd: Path, env: dict[str, str], *, show: bool = False) -> None:
+    last = ""
+    for m in BLOCK.finditer(doc.read_text()):
+        kind, target, body = m[1], m[2], m[3]
+        if target:
+            path = cwd / target.removeprefix(" file=")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+        elif kind == "bash":
+            for line in body.strip().splitlines():
+                last = run_line(line, cwd, env).stdout
+                if show:
+                    print(f"$ {line}\n{last}")
+        elif kind == "text" and not show:
+            assert [ln.split() for ln in last.splitlines()] == [ln.split() for ln in body.strip().splitlines()], last
+
+
+def doc_env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALKIT_")}
+    env.update({"EVALKIT_HOME": str(tmp / ".evalkit"), "EVALKIT_CACHE_DIR": os.environ.get("EVALKIT_CACHE_DIR", str(tmp / "cache"))})
+    return env
+
+
+def test_workflow_is_a_github_actions_workflow_whose_gate_steps_are_in_the_doc():
+    flow = yaml.safe_load(WORKFLOW.read_text())
+    steps = flow["jobs"]["gate"]["steps"]
+    runs = [" ".join(s["run"].split()) for s in steps if "run" in s]
+    gates = [r for r in runs if r.startswith("uv run evalkit gate ")]
+    assert len(gates) == 2
+    assert all("--baseline gates/" in g for g in gates)
+    assert "docs/ci/evalkit-gate.yml" in DOC.read_text()
+
+
+@pytest.mark.slow
+def test_doc_examples_run_in_order_then_the_workflow_steps(tmp_path):
+    (tmp_path / "tasks").symlink_to(ROOT / "tasks")
+    env = doc_env(tmp_path)
+    run_doc(DOC, tmp_path, env)
+    # The workflow's own evalkit steps, against the baselines and files the doc made, pass the gate.
+    flow = yaml.safe_load(WORKFLOW.read_text())
+    for step in flow["jobs"]["gate"]["steps"]:
+        command = " ".join(str(step.get("run", "")).split())
+        if command.startswith("uv run evalkit"):
+            run_line(command.replace("--tasks tasks ", "--tasks bank "), tmp_path, env)
+
+
+if __name__ == "__main__":  # print what each line prints, to write the doc's text blocks
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "tasks").symlink_to(ROOT / "tasks")
+        run_doc(DOC, Path(d), doc_env(Path(d)), show=True)

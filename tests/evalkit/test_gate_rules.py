@@ -1,0 +1,139 @@
+"""The gate's rules on eval and campaign metrics, and its binomial tolerance against published values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalkit._gate import GatePolicy, compare, drop_tolerance, metrics_of, wilson
+
+FIXTURE_TASKS = Path(__file__).parent / "fixtures" / "tasks"
+
+
+def test_wilson_matches_newcombe_1998_table():
+    # Newcombe (1998), "Two-sided confidence intervals for the single proportion", example 81/263: 0.2553-0.3662.
+    lo, hi = wilson(81 / 263, 263, 1.959964)
+    assert (round(lo, 4), round(hi, 4)) == (0.2553, 0.3662)
+
+
+def test_drop_tolerance_is_newcombes_hybrid_score_interval():
+    # Newcombe (1998), "Interval estimation for the difference between independent proportions", method 10,
+    # example 56/70 - 48/80: difference 0.2, 95% interval 0.0524 to 0.3339. The lower limit is 0.2 - tolerance
+    # (one-sided 97.5% = two-sided 95%).
+    tol = drop_tolerance(56 / 70, 70, 48 / 80, 80, 0.975)
+    assert round(0.2 - tol, 4) == 0.0524
+
+
+def _campaign(per_model):
+    return {"kind": "evalkit.campaign", "summary": {"per_model": per_model}}
+
+
+def _model(name, pub, hid, n, cost=None, solved=10):
+    return {"model": name, "public_pass@1": pub, "hidden_pass@1": hid, "gap": round(pub - hid, 6), "scored": n,
+            "solved_tasks": solved, "cost_per_solved_task_usd": cost}
+
+
+@pytest.mark.parametrize(("n", "fails"), [(20, False), (400, True)])
+def test_a_drop_is_judged_by_its_sample_size_not_a_constant(n, fails):
+    base = metrics_of(_campaign([_model("m", 0.80, 0.80, n)]))
+    cur = metrics_of(_campaign([_model("m", 0.72, 0.72, n)]))
+    found = [v.rule for v in compare(base, cur)]
+    assert found == (["pass_rate", "pass_rate"] if fails else [])
+
+
+def test_gap_cost_hacking_and_missing_models():
+    base = metrics_of(_campaign([_model("a", 0.9, 0.85, 100, cost="0.010000"), _model("b", 0.5, 0.5, 100)]),
+                      {"flagged": {"a": 1, "b": 0}})
+    cur = metrics_of(_campaign([_model("a", 0.9, 0.80, 100, cost="0.012000")]), {"flagged": {"a": 2}})
+    lines = [(v.rule, v.message) for v in compare(base, cur)]
+    assert ("hacking", "a: 2 rollout(s) flagged for reward hacking") in lines
+    assert ("models", "model b is in the baseline but not in the run") in lines
+    assert ("gap", "a: public-hidden gap 0.1, baseline 0.05 (tolerance 0)") in lines
+    assert any(r == "cost_per_solved" and "0.012000" in m for r, m in lines)
+    # 'grew' only fails when there are more flags than in the baseline; a looser cost tolerance passes 20%.
+    relaxed = GatePolicy(hacking="grew", cost_tolerance=0.25, gap_tolerance=0.05)
+    assert [v.rule for v in compare(base, cur, relaxed)] == ["hacking", "models"]
+    same = metrics_of(_campaign([_model("a", 0.9, 0.85, 100, cost="0.010000")]), {"flagged": {"a": 1}})
+    assert [v.rule for v in compare(base, same, relaxed)] == ["models"]
+
+
+def test_baseline_of_another_kind_is_a_user_error():
+    from evalkit_core import ConfigError
+
+    with pytest.raises(ConfigError, match="same kind"):
+        compare({"kind": "pit_run"}, metrics_of(_campaign([])))
+
+
+def _evalkit(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "evalkit_cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def test_eval_receipts_gate_end_to_end(tmp_path):
+    """The reference solutions as the baseline; a weak simulated model fails the pass-rate rule, K=10."""
+    for name, solver in (("ref", "reference"), ("weak", "model:sim/weak")):
+        res = _evalkit("eval", "--tasks", FIXTURE_TASKS, "--solver", solver, "--k", 10, "--out", f"{name}.jsonl",
+                       "--receipt", f"{name}.json", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+    res = _evalkit("gate", "ref.json", "--baseline", "b.json", "--write-baseline", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    res = _evalkit("gate", "ref.json", "--baseline", "b.json", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "not checked: hacking" in res.stdout
+    res = _evalkit("gate", "weak.json", "--baseline", "b.json", "--json", cwd=tmp_path)
+    assert res.returncode == 1
+    verdict = json.loads(res.stdout)
+    assert [v["rule"] for v in verdict["violations"]] == ["pass_rate", "pass_rate"]
+    assert "hacking" in verdict["rules_not_checked"]
+    # A results file edited after the run is a verify failure, not a gate pass.
+    (tmp_path / "weak.jsonl").write_text((tmp_path / "ref.jsonl").read_text())
+    res = _evalkit("gate", "weak.json", "--baseline", "b.json", cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stdout.startswith("FAIL verify: results")
+
+
+def test_campaign_receipts_gate_end_to_end(tmp_path):
+    """A campaign gates against its own baseline (hacking checks run over the stored rollouts); a campaign
+    whose baseline claims better pass rates and fewer flags fails on each."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "router"))
+    from campaign_support import write_campaign  # pyright: ignore[reportMissingImports]
+
+    home = tmp_path / "home"
+    path = write_campaign(tmp_path / "c", k=2)
+    res = _evalkit("campaign", "run", path, "--home", home, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    receipt = home / "campaigns" / "c" / "receipt.json"
+    res = _evalkit("gate", receipt, "--baseline", "b.json", "--write-baseline", "--home", home, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    base = json.loads((tmp_path / "b.json").read_text())
+    models = base["metrics"]["models"]
+    assert set(models) == {"sim/strong", "sim/weak"}
+    assert all(isinstance(m["flagged"], int) for m in models.values())
+    (tmp_path / "p.toml").write_text("[gate]\nhacking = 'grew'\n")
+    res = _evalkit("gate", receipt, "--baseline", "b.json", "--home", home, "--policy", "p.toml", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # A baseline that says the weak model used to pass everything over many rollouts: the drop is significant.
+    models["sim/weak"].update({"public_pass_rate": 1, "hidden_pass_rate": 1, "n": 1000, "gap": -1})
+    (tmp_path / "b.json").write_text(json.dumps(base))
+    res = _evalkit("gate", receipt, "--baseline", "b.json", "--home", home, "--policy", "p.toml", cwd=tmp_path)
+    assert res.returncode == 1
+    rules = [ln.split(":")[0] for ln in res.stdout.splitlines() if ln.startswith("FAIL")]
+    assert rules == ["FAIL pass_rate", "FAIL pass_rate", "FAIL gap"], res.stdout
+
+
+def test_help_names_every_rule():
+    from typer.testing import CliRunner
+
+    from evalkit._gate import RULES
+    from evalkit_cli import app
+
+    res = CliRunner().invoke(app, ["gate", "--help"], terminal_width=200)
+    assert res.exit_code == 0
+    text = " ".join(res.output.split())
+    for option in ("--baseline", "--policy", "--write-baseline", "--json", "--bundle", "--prices"):
+        assert option in text
+    assert all(rule in text for rule in RULES if rule != "verify")
