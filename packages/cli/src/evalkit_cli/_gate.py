@@ -57,8 +57,11 @@ def verify_any(
         raw = verify_eval_receipt(receipt, results, tasks, key=key)
         checks = [("ok" if ok else "MISMATCH", str(n), str(d)) for n, ok, d in raw]
         if all(s == "ok" for s, _, _ in checks):
+            from evalkit._eval import _recorded  # pyright: ignore[reportPrivateUsage]
+
             files = cast("dict[str, str]", body.get("files") or {})
-            extra["solved"] = _solved_rows(results or Path(files.get("results", "")))
+            base = receipt.resolve().parent if body.get("files_relative_to") == "receipt" else None
+            extra["solved"] = _solved_rows(results or _recorded(files, "results", base))
         return body, checks, extra
     if kind == "evalkit.campaign":
         from evalkit_core.store import Store
