@@ -78,7 +78,7 @@ def test_doc_examples_run_in_order_then_the_workflow_steps(tmp_path):
     (doc_dir / "tasks").symlink_to(ROOT / "tasks")
     run_doc(DOC, doc_dir, doc_env(tmp_path))
     # The workflow's evalkit steps in a fresh checkout holding only what the doc committed (gates/) and its task
-    # bank (the structured half, as in the doc, for time), on a machine with a key of its own: every gate passes.
+    # bank (the doc's twelve structured families, for time), on a machine with a key of its own: every gate passes.
     checkout = tmp_path / "checkout"
     shutil.copytree(doc_dir / "gates", checkout / "gates")
     shutil.copytree(doc_dir / "bank", checkout / "bank")
