@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from typing import Literal, cast, get_args
+from functools import cache
+from typing import TYPE_CHECKING, Literal, cast, get_args
 
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
-from hypothesis import strategies as st
+if TYPE_CHECKING:  # hypothesis is imported on first use: a command that only reads the store must not pay for it
+    from hypothesis import strategies as st
 
 from evalkit._tasks import JSON, CallTest, CodeTask, TypeSpec, conforms
 
@@ -224,11 +224,20 @@ def seed_inputs(task: CodeTask) -> list[tuple[list[JSON], Category, str]]:
 
 # --------------------------------------------------------------------------------------------- strategies
 
-_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
-_keys = st.text(alphabet=st.characters(codec="utf-8"), max_size=5)
+@cache
+def _texts() -> tuple[st.SearchStrategy[str], st.SearchStrategy[str]]:
+    from hypothesis import strategies as st
+
+    return (
+        st.text(alphabet=st.characters(codec="utf-8"), max_size=12),
+        st.text(alphabet=st.characters(codec="utf-8"), max_size=5),
+    )
 
 
 def strategy_for(spec: TypeSpec, depth: int = 0) -> st.SearchStrategy[JSON]:
+    from hypothesis import strategies as st
+
+    _text, _keys = _texts()
     """A hypothesis strategy for JSON values of ``spec`` (edge values mixed in with ordinary ones)."""
     kind = spec.kind
     edges = [v for v, _, _ in edge_values(spec) if not (isinstance(v, list | str) and len(v) >= _LARGE_LEN)]
@@ -273,6 +282,10 @@ def random_inputs(specs: Sequence[TypeSpec], count: int, seed: int) -> list[list
     A seeded ``given`` run with no example database and only the generate phase (nothing is shrunk here:
     the adversary shrinks counterexamples itself, in sandbox batches).
     """
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+
     if count <= 0:
         return []
     out: list[list[JSON]] = []
