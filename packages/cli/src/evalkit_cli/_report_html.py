@@ -483,7 +483,7 @@ def _campaign(m: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, str]
     figs["chart-heatmap"] = {
         "data": [{"type": "heatmap", "x": heat["tasks"], "y": heat["models"],
                   "z": [[None if v is None else v * 100 for v in row] for row in heat["solved"]],
-                  "zmin": 0, "zmax": 100, "colorscale": "RdYlGn", "colorbar": {"title": {"text": "% solved"}},
+                  "zmin": 0, "zmax": 100, "colorscale": [[0, "#b42318"], [0.5, "#f2c94c"], [1, "#1a7f37"]], "colorbar": {"title": {"text": "% solved"}},
                   "hovertemplate": "%{y}<br>%{x}<br>%{z:.0f}% of samples solved<extra></extra>"}],
         "layout": _layout("", "task", "", xaxis={"showticklabels": False, "title": {"text": "task (hover for its id)"}},
                           margin={"l": 90, "r": 20, "t": 20, "b": 40}),
