@@ -233,3 +233,16 @@ def test_out_onto_a_directory_is_refused_before_any_grading(tmp_path):
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == f"--out {tmp_path}: is a directory; expected a file path"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cpu_and_wall_seconds_reach_the_sandbox_and_the_receipt(tmp_path):
+    out, receipt = tmp_path / "r.jsonl", tmp_path / "r.json"
+    args = ["eval", "--tasks", str(BANK), "--solver", "reference", "--out", str(out), "--receipt", str(receipt)]
+    result = runner.invoke(app, [*args, "--cpu-seconds", "1.5", "--wall-seconds", "7", "--json"])
+    assert result.exit_code == 0, result.output
+    settings = json.loads(receipt.read_text())["body"]["settings"]
+    assert settings["limits"]["cpu_seconds"] == 1.5
+    assert settings["limits"]["wall_seconds"] == 7
+    refused = runner.invoke(app, [*args, "--cpu-seconds", "5", "--wall-seconds", "2"])
+    assert isinstance(refused.exception, ConfigError)
+    assert "--wall-seconds 2 is below --cpu-seconds 5" in str(refused.exception)

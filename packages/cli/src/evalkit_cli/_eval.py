@@ -37,13 +37,31 @@ def eval_command(
         None, "--receipt", help="Write a receipt binding tasks, settings and results."
     ),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Sandbox workers (default: one per CPU, at most 8)."),
+    cpu_seconds: float | None = typer.Option(
+        None, "--cpu-seconds", min=0.01, max=60.0, help="CPU seconds per test in the sandbox (default 3, as campaigns)."
+    ),
+    wall_seconds: float | None = typer.Option(
+        None, "--wall-seconds", min=0.01, max=600.0, help="Wall-clock seconds per test (default 3 x CPU + 2)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""
-    from evalkit import run_eval
+    from evalkit import SandboxLimits, run_eval
+    from evalkit_core import ConfigError
 
+    limits = None
+    if cpu_seconds is not None or wall_seconds is not None:
+        limits = SandboxLimits(cpu_seconds=cpu_seconds if cpu_seconds is not None else SandboxLimits().cpu_seconds,
+                               wall_seconds=wall_seconds)  # fmt: skip
+        if limits.wall < limits.cpu_seconds:
+            raise ConfigError(
+                f"--wall-seconds {limits.wall:g} is below --cpu-seconds {limits.cpu_seconds:g}; a test could never "
+                "use its CPU allowance"
+            )
     with progress_bar("grading", enabled=not as_json) as show:
-        report = run_eval(tasks, solver, k=k, out=out, receipt=receipt, workers=workers, progress=show)
+        report = run_eval(
+            tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show
+        )
     from evalkit._eval import summary_intervals
 
     s = report.summary
