@@ -43,6 +43,11 @@ def eval_command(
     wall_seconds: float | None = typer.Option(
         None, "--wall-seconds", min=0.01, max=600.0, help="Wall-clock seconds per test (default 3 x CPU + 2)."
     ),
+    cache: bool = typer.Option(
+        True, "--cache/--no-cache",
+        help="model: solvers: answer a temperature-0 request from the response cache in $EVALKIT_HOME when it holds "
+        "one (recorded as cached, costs nothing); --no-cache asks the model every time.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""
@@ -60,7 +65,7 @@ def eval_command(
             )
     with progress_bar("grading", enabled=not as_json) as show:
         report = run_eval(
-            tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show
+            tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show, cache=cache
         )
     from evalkit._eval import summary_intervals
 
@@ -73,6 +78,7 @@ def eval_command(
         payload = {
             "summary": s,
             "intervals": ci,
+            "solver": dict(report.solver),
             "bank_digest": report.bank_digest,
             "settings_digest": report.settings.digest,
             "isolation": report.isolation.to_json(),
@@ -89,6 +95,11 @@ def eval_command(
         f"hidden pass rate {_rate(s['hidden_pass_rate'])} {_ci(ci['hidden_pass_rate'])}  gap {_rate(s['gap'])}"
     )
     typer.echo(f"intervals: {ci['method']}")
+    if report.solver.get("name") == "model":
+        typer.echo(
+            f"model {report.solver['model_id']}: {report.solver['calls']} call(s), {report.solver['cached']} answered "
+            f"from the cache (cost nothing), ${report.solver['cost_usd']}"
+        )
     if report.results_path:
         typer.echo(f"results {report.results_path}")
     if report.receipt_path:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -40,6 +40,7 @@ from evalkit_core import (
     check_output_path,
     check_receipt,
     check_signature,
+    digest,
     ensure_signing_key,
     file_digest,
     make_receipt,
@@ -227,6 +228,7 @@ class EvalReport:
     isolation: Isolation
     results_path: Path | None
     receipt_path: Path | None
+    solver: Mapping[str, JSON] = attrs.field(factory=dict[str, JSON])  # as in the receipt: calls, cached, cost
 
 
 def read_replay(path: Path, tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
@@ -322,19 +324,72 @@ def model_request(
     return Request.of(render_prompt(task), max_tokens=max_tokens, temperature=temperature, sim_context=sim)
 
 
-def model_completions(tasks: Sequence[Task], model_id: str, k: int, *, concurrency: int = 16) -> list[tuple[Task, int, Completion]]:
-    """Ask ``model_id`` (through the model layer: registry, cost, budget, store) for ``k`` samples per task."""
+CACHE_DIR_NAME = "response-cache"
+
+
+def _cache_key(entry: Any, request: Request) -> str:
+    """What decides a temperature-0 answer: the model as the provider knows it, and the whole request (the
+    sim context included, on which a simulated model's answer depends). Prices are not part of it."""
+    from evalkit_core.models import request_to_json
+
+    model = {"id": entry.id, "provider": entry.provider, "api_model": entry.api_model, "base_url": entry.base_url}
+    return digest({"model": model, "request": request_to_json(request, include_sim_context=True)})
+
+
+def _cache_path(key: str) -> Path:
+    from evalkit_core.store import evalkit_home
+
+    hexa = key.split(":", 1)[1]
+    return evalkit_home() / CACHE_DIR_NAME / hexa[:2] / f"{hexa}.json"
+
+
+def _cached(key: str) -> Completion | None:
+    """A stored answer for ``key``, as a call that cost nothing (``call_id`` ``cached:...``); None if absent or
+    unreadable (a damaged entry is asked again, not trusted)."""
+    from evalkit_core.models import completion_from_json
+
+    path = _cache_path(key)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        done = completion_from_json(cast("dict[str, Any]", data))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return attrs.evolve(done, call_id=f"cached:{done.call_id}", cost=Decimal(0), charged=Decimal(0), attempts=0)
+
+
+def _remember(key: str, completion: Completion) -> None:
+    from evalkit_core.models import completion_to_json
+
+    atomic_write_bytes(_cache_path(key), canonical_bytes(completion_to_json(completion)))
+
+
+def model_completions(
+    tasks: Sequence[Task], model_id: str, k: int, *, concurrency: int = 16, cache: bool = True
+) -> list[tuple[Task, int, Completion, bool]]:
+    """Ask ``model_id`` (through the model layer: registry, cost, budget, store) for ``k`` samples per task.
+
+    With ``cache``, a temperature-0 request (sample 0) is first looked up in ``$EVALKIT_HOME/response-cache``:
+    a hit is returned as a call that cost nothing and is flagged ``True`` (no request is made, nothing is
+    charged); a miss is asked and its answer stored. Samples above 0 (temperature 0.8) are always asked."""
     import asyncio
 
     from evalkit_core.models import ModelClient
 
-    async def go() -> list[tuple[Task, int, Completion]]:
+    async def go() -> list[tuple[Task, int, Completion, bool]]:
         gate = asyncio.Semaphore(concurrency)
         async with ModelClient() as client:
+            entry = client.registry.get(model_id)
 
-            async def one(task: Task, j: int) -> tuple[Task, int, Completion]:
+            async def one(task: Task, j: int) -> tuple[Task, int, Completion, bool]:
+                request = model_request(task, j, temperature=0.0 if j == 0 else 0.8)
+                key = _cache_key(entry, request) if cache and request.temperature == 0 else None
+                if key is not None and (hit := _cached(key)) is not None:
+                    return task, j, hit, True
                 async with gate:
-                    return task, j, await client.complete(model_id, model_request(task, j, temperature=0.0 if j == 0 else 0.8))
+                    done = await client.complete(model_id, request)
+                if key is not None:
+                    _remember(key, done)
+                return task, j, done, False
 
             # a TaskGroup, not gather: the first failure (a budget refusal) cancels the other calls, and they
             # settle their reservations before the client closes the store
@@ -358,6 +413,7 @@ def run_eval(
     limits: SandboxLimits | None = None,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    cache: bool = True,
 ) -> EvalReport:
     """Grade ``solver`` (``reference`` or ``replay:FILE.jsonl``) over the bank; write results and a receipt.
 
@@ -380,7 +436,9 @@ def run_eval(
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     with Sandbox(limits, workers=workers) as sandbox:
         sandbox.prestart()  # the templates start while the bank loads and the solutions are gathered
-        return _run_eval(Path(tasks_dir), solver, sandbox, k=k, out=out, receipt=receipt, progress=progress)
+        return _run_eval(
+            Path(tasks_dir), solver, sandbox, k=k, out=out, receipt=receipt, progress=progress, cache=cache
+        )
 
 
 def _run_eval(
@@ -392,6 +450,7 @@ def _run_eval(
     out: str | Path | None,
     receipt: str | Path | None,
     progress: Callable[[int, int], None] | None,
+    cache: bool = True,
 ) -> EvalReport:
     tasks = load_tasks(bank)
     by_id = {t.id: t for t in tasks}
@@ -421,19 +480,20 @@ def _run_eval(
         solver_json["file_digest"] = file_digest(replay_path)
     else:  # model:<id> (run_eval refused anything else)
         model_id = solver.removeprefix("model:")
-        answers = model_completions(tasks, model_id, k or 1)
-        calls = [c for _, _, c in answers]
+        answers = model_completions(tasks, model_id, k or 1, cache=cache)
+        calls = [c for _, _, c, _ in answers]
         reported: list[JSON] = [*sorted({c.reported_model for c in calls})]
         solver_json = {
             "name": "model",
             "model_id": model_id,
             "reported_models": reported,
             "simulated": any(c.simulated for c in calls),
-            "calls": len(calls),
+            "calls": sum(1 for *_, hit in answers if not hit),
+            "cached": sum(1 for *_, hit in answers if hit),
             "cost_usd": str(sum((c.cost for c in calls), Decimal(0))),
             "registry_digest": calls[0].registry_digest if calls else None,
         }
-        for t, j, c in answers:
+        for t, j, c, _ in answers:
             items.append((t, c.text))
             samples.append(j)
     order = sorted(range(len(items)), key=lambda i: (items[i][0].id, samples[i]))
@@ -474,7 +534,7 @@ def _run_eval(
         }
         write_receipt(receipt_path, make_receipt(body, key=ensure_signing_key()[0]))
     return EvalReport(
-        len(tasks), digest_of_bank, rollouts, summary, settings, isolation, out_path, receipt_path
+        len(tasks), digest_of_bank, rollouts, summary, settings, isolation, out_path, receipt_path, solver_json
     )
 
 
