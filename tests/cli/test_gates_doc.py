@@ -3,7 +3,8 @@
 Blocks, in order, in an empty directory (with ``tasks`` linked to the repository's task bank):
 - ``bash``: each line runs in a shell, ``uv run evalkit`` being this interpreter's ``-m evalkit_cli``; a line
   ending in ``# exit N`` must exit N, every other line 0;
-- ``text``: the stdout of the line just before, word for word (whitespace-insensitive);
+- ``text``: the stdout of the line just before, word for word (whitespace-insensitive); a line ``...`` stands for
+  any number of lines, and a line ending in ``...`` for any line that starts with what precedes it;
 - ``json file=P`` / ``toml file=P``: written to P.
 """
 
@@ -22,6 +23,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "gates.md"
+CERT_DOC = ROOT / "docs" / "certificates.md"
 WORKFLOW = ROOT / "docs" / "ci" / "evalkit-gate.yml"
 BLOCK = re.compile(r"^```(\w+)( file=\S+)?\n(.*?)^```", re.MULTILINE | re.DOTALL)
 EXIT = re.compile(r"\s+# exit (\d+)$")
@@ -52,7 +54,25 @@ def run_doc(doc: Path, cwd: Path, env: dict[str, str], *, show: bool = False) ->
                 if show:
                     print(f"$ {line}\n{last}")
         elif kind == "text" and not show:
-            assert [ln.split() for ln in last.splitlines()] == [ln.split() for ln in body.strip().splitlines()], last
+            assert matches(last.splitlines(), body.strip().splitlines()), last
+
+
+def matches(got: list[str], want: list[str]) -> bool:
+    """Do the printed lines match the shown ones, with ``...`` as in the module's docstring?"""
+    if not want:
+        return not got
+    head, rest = want[0].split(), want[1:]
+    if head == ["..."]:
+        return any(matches(got[i:], rest) for i in range(len(got) + 1))
+    if not got:
+        return False
+    line = got[0].split()
+    if head and head[-1].endswith("..."):
+        prefix = " ".join([*head[:-1], head[-1].removesuffix("...")]).strip()
+        ok = " ".join(line).startswith(prefix)
+    else:
+        ok = line == head
+    return ok and matches(got[1:], rest)
 
 
 def doc_env(tmp: Path) -> dict[str, str]:
@@ -93,9 +113,25 @@ def test_doc_examples_run_in_order_then_the_workflow_steps(tmp_path):
     assert ran == 5
 
 
+def test_the_matcher_can_fail():
+    assert matches(["a b", "c"], ["a  b", "c"])
+    assert matches(["x", "a b", "y", "z"], ["...", "a b", "...", "z"])
+    assert matches(["signed ed25519:ab"], ["signed ..."])
+    assert not matches(["a b"], ["a c"])
+    assert not matches(["a", "b"], ["a"])
+    assert not matches(["a", "b"], ["...", "c"])
+
+
+@pytest.mark.slow
+def test_certificates_doc_runs_in_order(tmp_path):
+    run_doc(CERT_DOC, tmp_path, doc_env(tmp_path))
+    assert not (tmp_path / "refused.json").exists()
+    assert (tmp_path / "cert.json").is_file()
+
+
 if __name__ == "__main__":  # print what each line prints, to write the doc's text blocks
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "tasks").symlink_to(ROOT / "tasks")
-        run_doc(DOC, Path(d), doc_env(Path(d)), show=True)
+        run_doc(CERT_DOC if "cert" in sys.argv[1:] else DOC, Path(d), doc_env(Path(d)), show=True)

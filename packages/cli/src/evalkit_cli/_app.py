@@ -7,6 +7,7 @@ import typer
 from evalkit_cli import _bundle, _keys, _models, _pit, _tasks
 from evalkit_cli._adversary import app as adversary_app
 from evalkit_cli._campaign import app as campaign_app
+from evalkit_cli._certify import certify as certify_command
 from evalkit_cli._errors import run_app
 from evalkit_cli._eval import eval_command
 from evalkit_cli._gate import gate as gate_command
@@ -65,6 +66,7 @@ app.add_typer(_keys.app, name="keys", help="The Ed25519 key that signs receipts:
 app.add_typer(_tasks.app, name="tasks", help="Validate task banks and import task sets.")
 app.command("eval")(eval_command)
 app.command("gate")(gate_command)
+app.command("certify")(certify_command)
 app.add_typer(_models.models_app, name="models", help="The model registry: ids, providers, prices.")
 app.add_typer(_models.budget_app, name="budget", help="The global spending cap (USD): show or set it.")
 app.add_typer(_models.calls_app, name="calls", help="The record of model calls in the store.")

@@ -192,7 +192,7 @@ def _signing_key() -> Any:
 
 
 def verify(
-    receipt: Path = typer.Argument(..., help="The receipt to check."),
+    receipt: Path = typer.Argument(..., help="The receipt (or a certificate from `evalkit certify`) to check."),
     trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory the receipt binds [default: the path it records] (PIT runs)."),
     bundle: Path | None = typer.Option(None, "--bundle", help="The release directory the receipt binds (PIT runs)."),
     config: Path | None = typer.Option(None, "--config", help="Also compare this RunConfig JSON with the config the receipt records (the replay uses the recorded one)."),
@@ -205,8 +205,14 @@ def verify(
     """Check a receipt offline: its signature, its schema, every hash it binds, and (PIT runs) a replay of every
     cell from the trajectory, the release and the prices. One line each: ok, MISMATCH <field>, not checked: <what>
     (pass the file it names), or note. Exit 0 only if nothing disagrees."""
+    from evalkit.pit._certificate import is_certificate
     from evalkit_core import ReceiptError, read_receipt
 
+    if is_certificate(receipt):  # a certificate from `evalkit certify`: its signature, then its receipt
+        from evalkit_cli._certify import print_certificate_verification
+
+        print_certificate_verification(receipt, bundle=bundle, trajectory=trajectory, prices=prices, key=key)
+        return
     body: dict[str, Any]
     bound: dict[str, Any] = {}
     try:

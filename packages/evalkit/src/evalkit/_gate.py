@@ -68,7 +68,11 @@ PIT_FIELDS: dict[str, tuple[str, ...]] = {
     "window": ("window",),
     "run_id": ("run_id",),
     "valid": ("valid",),
-    "post_cutoff": ("protocol", "P2_training_cutoff", "post_cutoff"),
+    "network_scope": ("network", "scope"),
+    "p1": ("protocol", "P1_model_version"),
+    "p2": ("protocol", "P2_training_cutoff"),
+    "holdout_models": ("protocol", "P2_training_cutoff", "models"),
+    "receipt_version": ("receipt_version",),
 }
 
 # Every rule, with the one line the docs and --help give for it.
