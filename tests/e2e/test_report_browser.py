@@ -68,14 +68,14 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
 
 
-def open_page(browser: Browser, url: str, shots: Path, name: str, *, charts: bool = True) -> Page:
+def open_page(browser: Browser, url: str, shots: Path, name: str, *, charts: bool = True, min_png: int = 10_000) -> Page:
     page = browser.new_page()
     page.goto(url)
     if charts:
         page.wait_for("document.querySelectorAll('.chart').length === 0 || "
                       "document.querySelectorAll('.chart .main-svg').length > 0", timeout=60)
     shot = page.screenshot(shots / f"{name}.png")
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > min_png
     return page
 
 
@@ -189,3 +189,23 @@ def test_view_pages_and_trajectory_browser(art, browser, shots):
         assert "Sent to the agent" in text and "Answer and picks" in text
         traj.screenshot(shots / "view-session.png")
         assert traj.eval("document.querySelectorAll('details').length") >= 1  # the tool calls, each openable
+
+
+def test_the_network_checks_can_fail(art, browser, shots, tmp_path):
+    # a page that loads an image from a loopback port nobody listens on: the observation sees the request and
+    # its failure, and the checks above would refuse it
+    leaky = tmp_path / "leaky.html"
+    leaky.write_text('<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/x.png"></body></html>')
+    page = open_page(browser, leaky.as_uri(), shots, "control-leaky", charts=False, min_png=500)
+    page.wait_for("performance.getEntriesByType('resource').length > 0 || "
+                  "document.querySelector('img').complete")
+    assert any(u.startswith("http://127.0.0.1:9/") for u in page.requests())
+    with pytest.raises(AssertionError):
+        assert_clean(page)
+    # and a report page that tries to reach out is stopped by its own Content-Security-Policy, loudly
+    report = open_page(browser, art["pages"]["eval"].as_uri(), shots, "control-csp")
+    report.eval("fetch('http://127.0.0.1:9/beacon').catch(() => null)")
+    report.wait_for("true")
+    errors = report.console_errors()
+    assert any("Content Security Policy" in e for e in errors), errors
+    assert not any(u.startswith("http://127.0.0.1:9/") for u in report.requests())
