@@ -29,7 +29,8 @@ colon-separated arguments:
 ``chunked`` / ``gzip``      an honest reply sent with chunked transfer encoding / gzip content encoding
 ==========================  =================================================================================
 
-Every request is logged (``requests``): scenario, path, prompt, the key it carried, and the time.
+Every request is logged (``requests``): scenario, path, prompt, the key it carried, the time (monotonic), and
+the body's size in bytes (what the honest usage is derived from).
 """
 
 from __future__ import annotations
@@ -143,7 +144,14 @@ class FakeProvider:
         prompt = last if isinstance(last, str) else json.dumps(last)
         with self.lock:
             self.requests.append(
-                {"scenario": scenario, "path": path, "prompt": prompt, "key": key, "at": time.monotonic()}
+                {
+                    "scenario": scenario,
+                    "path": path,
+                    "prompt": prompt,
+                    "key": key,
+                    "at": time.monotonic(),
+                    "bytes": len(raw),
+                }
             )
         key = key or ""
         honest = {"in": len(raw) // 4, "out": 5}

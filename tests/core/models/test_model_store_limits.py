@@ -22,14 +22,14 @@ from evalkit_core.store import SCHEMA_VERSION, Store, StoreError
 
 def test_store_schema_and_wal(tmp_path):
     with Store.open(tmp_path) as s:
-        assert s.schema_version == SCHEMA_VERSION == 3
+        assert s.schema_version == SCHEMA_VERSION == 4
         assert s._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in s._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"model_calls", "call_attempts", "budget", "budget_ledger", "budget_reservations", "registries",
                 "campaigns", "rollouts", "counterexamples", "schema_migrations", "owners",
-                "campaign_leases"} <= tables  # fmt: skip
+                "campaign_leases", "rate_events", "budget_expired"} <= tables  # fmt: skip
     with Store.open(tmp_path) as s:  # reopening does not migrate twice
-        assert s._db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 3
+        assert s._db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 4
 
 
 def test_store_home_from_env(tmp_path, monkeypatch):

@@ -170,15 +170,24 @@ def settle(
 ) -> Decimal | None:
     """Inside a write transaction: drop the reservation and add ``charge`` (the exact cost, or the reservation
     itself when the outcome is unknown) to spent. Returns what was charged: ``charge``, or the reservation when
-    ``charge`` claimed more (clamped, with an anomaly in the ledger). Returns None when the reservation was
-    already charged at its worst case by :func:`reconcile` (its owner was taken for dead): nothing more is
-    charged then."""
+    ``charge`` claimed more (clamped, with an anomaly in the ledger). When the reservation was already charged
+    at its worst case by :func:`reconcile` (its owner was taken for dead, but was only slow or cut off), the
+    late answer is still recorded: the worst case is replaced by ``charge`` (never raised) and ``charge`` is
+    returned. Returns None (nothing more charged) for a reservation it knows nothing of, or one settled late
+    already."""
     row = db.execute(
         "SELECT amount, call_id, model_id FROM budget_reservations WHERE reservation_id = ?",
         (reservation_id,),
     ).fetchone()
     cap, spent, reserved = _totals(db)
     if row is None:
+        late = db.execute(
+            "SELECT amount, call_id, model_id, expired_at FROM budget_expired WHERE reservation_id = ?"
+            " AND settled_at IS NULL",
+            (reservation_id,),
+        ).fetchone()
+        if late is not None:
+            return _settle_late(db, reservation_id, late, charge, (cap, spent, reserved), note=note, now=now)
         _ledger(
             db,
             "settle",
@@ -202,6 +211,42 @@ def settle(
     _ledger(
         db, "settle", charge, (cap, spent, reserved), call_id=call_id, model_id=model_id, note=note, now=now
     )
+    return charge
+
+
+def _settle_late(
+    db: Connection,
+    reservation_id: str,
+    late: tuple[str, str, str, str],
+    charge: Decimal,
+    totals: tuple[Decimal | None, Decimal, Decimal],
+    *,
+    note: str | None,
+    now: str,
+) -> Decimal:
+    """The answer of a reservation that expired (its owner was taken for dead and it was charged at its worst
+    case) arrived after all: record it, and correct the worst case to the exact charge (never upwards)."""
+    amount, call_id, model_id, expired_at = Decimal(late[0]), late[1], late[2], late[3]
+    if not charge.is_finite() or charge < 0 or charge > amount:
+        note = f"anomaly: a charge of {charge} is outside [0, {amount}]; charged {amount}" + (f"; {note}" if note else "")
+        charge = amount
+    cap, spent, reserved = totals
+    why = (
+        f"late answer: the reservation expired at {expired_at} and was charged its worst case ${plain(amount)}"
+    )
+    # two rows, so the ledger still adds up to spent: the worst-case charge reversed, then the exact settle
+    spent -= amount
+    _ledger(
+        db, "unknown", -amount, (cap, spent, reserved), call_id=call_id, model_id=model_id,
+        note=f"{why}; reversed by the late settle that follows", now=now,
+    )  # fmt: skip
+    spent += charge
+    _write_totals(db, cap, spent, reserved, now)
+    _ledger(
+        db, "settle", charge, (cap, spent, reserved), call_id=call_id, model_id=model_id,
+        note=f"{why}; settled at the exact ${plain(charge)}" + (f"; {note}" if note else ""), now=now,
+    )  # fmt: skip
+    db.execute("UPDATE budget_expired SET settled_at = ? WHERE reservation_id = ?", (now, reservation_id))
     return charge
 
 
@@ -294,76 +339,87 @@ def reconcile(store: Store, *, alive: Liveness = _default_alive) -> list[Unknown
     """Charge every reservation whose owner is gone at its worst case, as an unknown outcome, and finish the
     calls those owners left ``pending``. Returns the calls newly marked ``unknown`` (empty when every owner
     lives). One transaction: another process sees all of it or none of it."""
-    now = utc_now()
-    out: list[UnknownOutcome] = []
     with store.transaction() as db:
-        dead = _dead_owners(db, alive)
-        known = {str(o) for (o,) in db.execute("SELECT owner_id FROM owners")}
-        rows = db.execute(
-            "SELECT reservation_id, call_id, model_id, amount, created_at, pid, owner_id, attempt"
-            " FROM budget_reservations ORDER BY created_at, reservation_id"
-        ).fetchall()
-        for rid, call_id, model_id, amount_text, created, pid, owner_id, attempt in rows:
-            # a reservation written before owners existed (schema 1), or whose owner row was lost with a
-            # rolled-back transaction, has only its pid to go by
-            gone = owner_id in dead if owner_id in known else _pid_gone(int(pid))
-            if not gone:
-                continue
-            amount = Decimal(amount_text)
-            db.execute("DELETE FROM budget_reservations WHERE reservation_id = ?", (rid,))
-            cap, spent, reserved = _totals(db)
-            reserved -= amount
-            spent += amount
-            _write_totals(db, cap, spent, reserved, now)
-            why = (
-                f"process {pid} died during attempt {attempt} with the request possibly sent: outcome unknown, "
-                f"charged at its worst case ${plain(amount)}"
-            )
-            _ledger(
-                db,
-                "unknown",
-                amount,
-                (cap, spent, reserved),
-                call_id=call_id,
-                model_id=model_id,
-                note=why,
-                now=now,
-            )
-            call = db.execute(
-                "SELECT status, charged, label, started_at FROM model_calls WHERE call_id = ?", (call_id,)
-            ).fetchone()
-            if call is None:  # a bare reservation (tests, or a caller of try_reserve without a call row)
-                continue
-            charged = plain(Decimal(call[1]) + amount)
-            db.execute(
-                "UPDATE model_calls SET status = 'unknown', error = ?,"
-                " attempts = CASE WHEN attempts > ? THEN attempts ELSE ? END, charged = ?,"
-                " finished_at = ? WHERE call_id = ?",
-                (why, attempt, attempt, str(charged), now, call_id),
-            )
-            db.execute(
-                "INSERT INTO call_attempts (call_id, attempt, started_at, elapsed_ms, status_code, outcome, error,"
-                " charged) VALUES (?, ?, ?, 0, NULL, 'unknown', ?, ?) ON CONFLICT (call_id, attempt) DO UPDATE"
-                " SET started_at = excluded.started_at, elapsed_ms = excluded.elapsed_ms, status_code = NULL,"
-                " outcome = excluded.outcome, error = excluded.error, charged = excluded.charged",
-                (call_id, attempt, created, why, str(plain(amount))),
-            )
-            out.append(UnknownOutcome(call_id, model_id, call[2], charged, int(pid), str(call[3])))
-        # calls a dead owner left pending between attempts (nothing reserved, nothing in flight)
-        for oid in sorted(dead):
-            db.execute(
-                "UPDATE model_calls SET status = 'error', finished_at = ?,"
-                " error = 'the process making this call died between attempts (nothing was in flight)'"
-                " WHERE owner_id = ? AND status = 'pending'",
-                (now, oid),
-            )
-        for oid in sorted(dead):
-            db.execute(
-                "DELETE FROM owners WHERE owner_id = ?"
-                " AND NOT EXISTS (SELECT 1 FROM budget_reservations WHERE owner_id = ?)",
-                (oid, oid),
-            )
-            db.execute("DELETE FROM campaign_leases WHERE owner_id = ?", (oid,))
+        return reap(db, alive=alive, now=utc_now())
+
+
+def reap(db: Connection, *, alive: Liveness = _default_alive, now: str) -> list[UnknownOutcome]:
+    """Inside a write transaction: what :func:`reconcile` does. Each reservation it charges is kept in
+    ``budget_expired``, so the late answer of an owner that was only taken for dead (a heartbeat lost to a
+    partition) still settles at its exact cost (see :func:`settle`)."""
+    out: list[UnknownOutcome] = []
+    dead = _dead_owners(db, alive)
+    known = {str(o) for (o,) in db.execute("SELECT owner_id FROM owners")}
+    rows = db.execute(
+        "SELECT reservation_id, call_id, model_id, amount, created_at, pid, owner_id, attempt"
+        " FROM budget_reservations ORDER BY created_at, reservation_id"
+    ).fetchall()
+    for rid, call_id, model_id, amount_text, created, pid, owner_id, attempt in rows:
+        # a reservation written before owners existed (schema 1), or whose owner row was lost with a
+        # rolled-back transaction, has only its pid to go by
+        gone = owner_id in dead if owner_id in known else _pid_gone(int(pid))
+        if not gone:
+            continue
+        amount = Decimal(amount_text)
+        db.execute("DELETE FROM budget_reservations WHERE reservation_id = ?", (rid,))
+        db.execute(
+            "INSERT INTO budget_expired (reservation_id, call_id, model_id, amount, owner_id, expired_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (rid, call_id, model_id, amount_text, owner_id, now),
+        )
+        cap, spent, reserved = _totals(db)
+        reserved -= amount
+        spent += amount
+        _write_totals(db, cap, spent, reserved, now)
+        why = (
+            f"process {pid} died during attempt {attempt} with the request possibly sent: outcome unknown, "
+            f"charged at its worst case ${plain(amount)}"
+        )
+        _ledger(
+            db,
+            "unknown",
+            amount,
+            (cap, spent, reserved),
+            call_id=call_id,
+            model_id=model_id,
+            note=why,
+            now=now,
+        )
+        call = db.execute(
+            "SELECT status, charged, label, started_at FROM model_calls WHERE call_id = ?", (call_id,)
+        ).fetchone()
+        if call is None:  # a bare reservation (tests, or a caller of try_reserve without a call row)
+            continue
+        charged = plain(Decimal(call[1]) + amount)
+        db.execute(
+            "UPDATE model_calls SET status = 'unknown', error = ?,"
+            " attempts = CASE WHEN attempts > ? THEN attempts ELSE ? END, charged = ?,"
+            " finished_at = ? WHERE call_id = ?",
+            (why, attempt, attempt, str(charged), now, call_id),
+        )
+        db.execute(
+            "INSERT INTO call_attempts (call_id, attempt, started_at, elapsed_ms, status_code, outcome, error,"
+            " charged) VALUES (?, ?, ?, 0, NULL, 'unknown', ?, ?) ON CONFLICT (call_id, attempt) DO UPDATE"
+            " SET started_at = excluded.started_at, elapsed_ms = excluded.elapsed_ms, status_code = NULL,"
+            " outcome = excluded.outcome, error = excluded.error, charged = excluded.charged",
+            (call_id, attempt, created, why, str(plain(amount))),
+        )
+        out.append(UnknownOutcome(call_id, model_id, call[2], charged, int(pid), str(call[3])))
+    # calls a dead owner left pending between attempts (nothing reserved, nothing in flight)
+    for oid in sorted(dead):
+        db.execute(
+            "UPDATE model_calls SET status = 'error', finished_at = ?,"
+            " error = 'the process making this call died between attempts (nothing was in flight)'"
+            " WHERE owner_id = ? AND status = 'pending'",
+            (now, oid),
+        )
+    for oid in sorted(dead):
+        db.execute(
+            "DELETE FROM owners WHERE owner_id = ?"
+            " AND NOT EXISTS (SELECT 1 FROM budget_reservations WHERE owner_id = ?)",
+            (oid, oid),
+        )
+        db.execute("DELETE FROM campaign_leases WHERE owner_id = ?", (oid,))
     return out
 
 

@@ -51,12 +51,18 @@ import attrs
 from evalkit_core._canonical import canonical_bytes, digest, digest_bytes
 from evalkit_core._errors import CanonicalError
 from evalkit_core.models import _anthropic, _openai
-from evalkit_core.models._budget import BudgetScope, UnknownOutcome, reconcile, settle, try_reserve
+from evalkit_core.models._budget import (
+    BudgetScope,
+    UnknownOutcome,
+    reconcile,
+    settle,
+    try_reserve,
+)
 from evalkit_core.models._cost import cost_of, plain, worst_case_cost
 from evalkit_core.models._errors import BudgetExceeded, MissingKeyError, ModelError
 from evalkit_core.models._http import HttpError, HttpPool, HttpResponse, Progress, proxies_from_env
 from evalkit_core.models._providers import Reply, ShapeError
-from evalkit_core.models._ratelimit import TokenBucket
+from evalkit_core.models._ratelimit import RateLimit, settle_slot, take_slot
 from evalkit_core.models._registry import ModelEntry, Registry, Timeouts, load_registry
 from evalkit_core.models._retry import RetryPolicy, backoff_delay, is_retryable_status, retry_after_seconds
 from evalkit_core.models._sim import simulate
@@ -182,7 +188,6 @@ class ModelClient:
         self._http = HttpPool(
             max_connections=max_connections, ssl_context=ssl_context, proxies=proxies_from_env(environ)
         )
-        self._buckets: dict[str, tuple[TokenBucket | None, TokenBucket | None]] = {}
         self._registry_recorded = False
         self._inflight: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -241,15 +246,24 @@ class ModelClient:
             )
         return key
 
-    def _limits(self, entry: ModelEntry) -> tuple[TokenBucket | None, TokenBucket | None]:
-        got = self._buckets.get(entry.id)
-        if got is None:
-            got = (
-                TokenBucket(entry.requests_per_minute) if entry.requests_per_minute else None,
-                TokenBucket(entry.tokens_per_minute) if entry.tokens_per_minute else None,
-            )
-            self._buckets[entry.id] = got
-        return got
+    @staticmethod
+    def _rate_limit(entry: ModelEntry) -> RateLimit | None:
+        """The entry's limits, shared through the store by every process calling that provider and model."""
+        rpm, tpm = entry.requests_per_minute, entry.tokens_per_minute
+        if not rpm and not tpm:
+            return None
+        return RateLimit(
+            f"{entry.provider}/{entry.api_model}", max(1, int(rpm)) if rpm else None, float(tpm) if tpm else None
+        )
+
+    async def _take_slot(self, limit: RateLimit, tokens: float, call_id: str) -> str:
+        """Wait for a slot under ``limit`` (one write transaction per try; see ``_ratelimit.take_slot``)."""
+        while True:
+            with self.store.transaction() as db:
+                event, wait = take_slot(db, limit, tokens, now=self.store.clock(db), call_id=call_id)
+            if event is not None:
+                return event
+            await asyncio.sleep(wait + self._rng.uniform(0, 0.02))  # a little jitter: waiters do not collide
 
     def _record_registry(self) -> None:
         if self._registry_recorded:
@@ -416,16 +430,15 @@ class ModelClient:
         assert deadlines.call is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + deadlines.call
-        req_bucket, tok_bucket = self._limits(entry)
+        rate = self._rate_limit(entry)
         token_estimate = len(content) / 4 + request.max_tokens
         while True:
             call.attempt += 1
+            call.slot = None
             try:
                 async with asyncio.timeout_at(deadline):
-                    if req_bucket is not None:
-                        await req_bucket.acquire(1)
-                    if tok_bucket is not None:
-                        await tok_bucket.acquire(token_estimate)
+                    if rate is not None:
+                        call.slot = await self._take_slot(rate, token_estimate, call.call_id)
             except TimeoutError:
                 self._give_up(
                     call, f"the call deadline of {deadlines.call:g}s passed waiting for the rate limit"
@@ -464,12 +477,6 @@ class ModelClient:
                     completion = self._finish(
                         call, reservation, scope, started, t0, answer[0], answer[1], key, record
                     )
-                    if tok_bucket is not None and completion.anomaly is None:
-                        tok_bucket.refund(
-                            token_estimate
-                            - completion.usage.total_input_tokens
-                            - completion.usage.output_tokens
-                        )
                     log.debug(
                         "model %s call %s ok after %d attempt(s), cost $%s",
                         model_id,
@@ -702,7 +709,9 @@ class ModelClient:
             total = plain(call.charged + charged)
             db.execute(
                 "INSERT INTO call_attempts (call_id, attempt, started_at, elapsed_ms, status_code, outcome, error,"
-                " charged) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " charged) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (call_id, attempt) DO UPDATE SET"
+                " started_at = excluded.started_at, elapsed_ms = excluded.elapsed_ms, status_code ="
+                " excluded.status_code, outcome = excluded.outcome, error = excluded.error, charged = excluded.charged",
                 (call.call_id, call.attempt, started, elapsed_ms, status_code, outcome, error, str(plain(charged))),
             )  # fmt: skip
             if outcome == "retry":
@@ -729,6 +738,8 @@ class ModelClient:
                      str(plain(charge)), str(total), None if completion.stop_reason is None else completion.stop_reason[:200],
                      now, completion.anomaly, call.call_id),
                 )  # fmt: skip
+                if call.slot is not None and completion.anomaly is None:  # the slot holds what was used
+                    settle_slot(db, call.slot, u.total_input_tokens + u.output_tokens)
                 if record is not None:
                     record(db, completion)
         call.charged = total
@@ -752,6 +763,7 @@ class _Call:
     attempt: int = 0
     charged: Decimal = Decimal(0)
     open: str | None = None  # the reservation of the attempt in flight, until it is settled
+    slot: str | None = None  # the attempt's shared rate-limit slot (see _ratelimit.take_slot)
 
     def held(self) -> str | None:
         """The open reservation (a method, so a check after a settle is not narrowed away by the checker)."""
@@ -836,6 +848,6 @@ async def complete(
     **client_options: Any,
 ) -> Completion:
     """One call with a short-lived client (store in ``home`` or ``$EVALKIT_HOME``). For many calls, hold a
-    ``ModelClient`` instead: it keeps the connection pool and the rate-limit buckets."""
+    ``ModelClient`` instead: it keeps the connection pool."""
     async with ModelClient(home=home, registry_paths=registry_paths, **client_options) as client:
         return await client.complete(model_id, request)

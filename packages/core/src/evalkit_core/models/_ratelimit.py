@@ -1,15 +1,29 @@
-"""Client-side rate limits: a token bucket per model for requests and one for tokens (from the registry's
-``limits``). Buckets live in the ``ModelClient``, so they pace the calls of one process; the provider's own
-429s
-(handled by the retry loop) pace the rest."""
+"""Client-side rate limits (the registry's ``limits``: requests and tokens per minute).
+
+The ``ModelClient`` keeps them in the store (:func:`take_slot`), so every process and machine using one store
+shares them: a sliding window of one minute per provider and api model, in which at most ``requests`` requests
+go out and their tokens (the estimate, corrected to the usage reported once the answer is in) stay within
+``tokens``. A request that does not fit waits until the oldest requests in the window leave it. The check and
+the slot it takes are one write transaction, so two processes cannot both take the last slot. The provider's
+own 429s (handled by the retry loop) pace the rest.
+
+:class:`TokenBucket` is the in-memory limiter of one process (kept for callers outside the client)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 
-__all__ = ["BURST_SECONDS", "TokenBucket"]
+import attrs
+
+from evalkit_core.store import Connection
+
+__all__ = ["BURST_SECONDS", "WINDOW_SECONDS", "RateLimit", "TokenBucket", "settle_slot", "take_slot"]
+
+WINDOW_SECONDS = 60.0  # a shared limit counts the requests of the last minute
 
 BURST_SECONDS = 10.0  # a bucket holds this many seconds' worth of its rate: bursts stay modest
 
@@ -65,3 +79,57 @@ class TokenBucket:
     def available(self) -> float:
         self._refill()
         return self._tokens
+
+
+@attrs.frozen
+class RateLimit:
+    """The shared limits of one provider and api model: at most ``requests`` requests and ``tokens`` tokens
+    in any window of :data:`WINDOW_SECONDS` (None: no limit of that kind)."""
+
+    key: str
+    requests: int | None
+    tokens: float | None
+
+
+def take_slot(
+    db: Connection, limit: RateLimit, tokens: float, *, now: float, call_id: str | None = None
+) -> tuple[str | None, float]:
+    """Inside a write transaction: take a slot for one request of ``tokens`` (estimated) tokens and return
+    ``(event_id, 0.0)``, or take nothing and return ``(None, seconds to wait)`` before trying again. A request
+    larger than the whole token limit counts as the whole limit (it waits for an empty window, it does not hang).
+    """
+    db.execute("DELETE FROM rate_events WHERE limit_key = ? AND at <= ?", (limit.key, now - WINDOW_SECONDS))
+    rows: list[tuple[float, float]] = [
+        (float(a), float(t))
+        for a, t in db.execute(
+            "SELECT at, tokens FROM rate_events WHERE limit_key = ? ORDER BY at", (limit.key,)
+        ).fetchall()
+    ]
+    wait = 0.0
+    if limit.requests is not None and len(rows) + 1 > limit.requests:
+        # the request fits once the (len - requests + 1) oldest have left the window
+        oldest = rows[len(rows) - limit.requests][0]
+        wait = max(wait, oldest + WINDOW_SECONDS - now)
+    if limit.tokens is not None:
+        need = sum(t for _, t in rows) + min(tokens, limit.tokens) - limit.tokens
+        freed = 0.0
+        for at, t in rows:
+            if need <= 0 or freed >= need:
+                break
+            freed += t
+            wait = max(wait, at + WINDOW_SECONDS - now)
+    if wait > 0:
+        return None, max(wait, 0.001)
+    event_id = uuid.uuid4().hex
+    db.execute(
+        "INSERT INTO rate_events (event_id, limit_key, at, tokens, call_id) VALUES (?, ?, ?, ?, ?)",
+        (event_id, limit.key, now, float(min(tokens, limit.tokens or math.inf)), call_id),
+    )
+    return event_id, 0.0
+
+
+def settle_slot(db: Connection, event_id: str, tokens: float) -> None:
+    """Inside a write transaction: correct a slot's tokens to what the request used (never upwards)."""
+    db.execute(
+        "UPDATE rate_events SET tokens = ? WHERE event_id = ? AND tokens > ?", (float(tokens), event_id, float(tokens))
+    )

@@ -299,6 +299,33 @@ _V2_POSTGRES = (
     _V2[-1],  # rollouts.anomaly
 )
 
+# Version 4: limits shared by every process and machine using the store.
+_V4 = (
+    # Shared rate limits: one row per request let through in the last minute, per limit key (provider and
+    # api model). ``at`` is seconds since the epoch on the store's clock (PostgreSQL's server clock, so machines
+    # whose clocks differ still share one window); ``tokens`` the request's token estimate until its answer
+    # says how many it used.
+    """CREATE TABLE rate_events (
+        event_id TEXT PRIMARY KEY,
+        limit_key TEXT NOT NULL,
+        at REAL NOT NULL,
+        tokens REAL NOT NULL,
+        call_id TEXT
+    )""",
+    "CREATE INDEX rate_events_key_at ON rate_events(limit_key, at)",
+    # Reservations whose owner was found dead (charged at their worst case as unknown outcomes): kept so that a
+    # late answer from an owner that was only slow or cut off can still settle at its exact cost.
+    """CREATE TABLE budget_expired (
+        reservation_id TEXT PRIMARY KEY,
+        call_id TEXT NOT NULL,
+        model_id TEXT NOT NULL,
+        amount TEXT NOT NULL,
+        owner_id TEXT,
+        expired_at TEXT NOT NULL,
+        settled_at TEXT
+    )""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1, "model calls, attempts, budget and ledger, registries; campaign/rollout/counterexample tables", _V1
@@ -310,4 +337,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         _V2_POSTGRES,
     ),
     Migration(3, "per-rollout verifier settings digest, bank digest and sandbox isolation", _V3),
+    Migration(4, "shared rate-limit windows; expired reservations a late answer can still settle", _V4),
 )

@@ -32,6 +32,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -351,6 +352,13 @@ class Store:
                 raise StoreError(
                     f"{self.path}: migration left dangling references ({broken[:3]}); not changed"
                 )
+
+    def clock(self, db: Connection) -> float:
+        """Now, in seconds since the epoch, on the store's clock: the PostgreSQL server's (one clock for every
+        machine sharing the store), or this machine's for SQLite."""
+        if self.dialect == "postgresql":
+            return float(db.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0])
+        return time.time()
 
     @property
     def schema_version(self) -> int:
