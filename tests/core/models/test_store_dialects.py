@@ -246,3 +246,23 @@ def test_the_store_flag_selects_the_store_for_one_command(store_location, tmp_pa
     with Store(store_location) as s:
         assert budget_status(s).cap == Decimal("4.25")
     assert not (tmp_path / "home" / "evalkit.sqlite3").exists()  # the default store was not touched
+
+
+def test_a_server_lost_after_open_is_a_store_error_not_a_traceback(pg_cluster):
+    import psycopg
+
+    url = pg_cluster.create_schema()
+    try:
+        with Store(url) as s:
+            set_budget_cap(s, Decimal(2))
+            with s.snapshot() as db:
+                (pid,) = db.execute("SELECT pg_backend_pid()").fetchone()
+            with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))  # what a server restart does to it
+            with pytest.raises(StoreError, match="cannot use the PostgreSQL store") as info:
+                set_budget_cap(s, Decimal(3))
+            assert str(info.value).startswith("postgresql://")
+        with Store(url) as s:  # nothing half-written
+            assert budget_status(s).cap == 2
+    finally:
+        pg_cluster.drop_schema(url)
