@@ -107,6 +107,7 @@ def run(
     pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
     netns: bool = typer.Option(False, "--netns", help="Refuse to run unless the agent gets a network namespace of its own (bubblewrap)."),
     as_json: bool = typer.Option(False, "--json", help="Print the receipt body as JSON instead of the table."),
+    show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
     """Run an agent over a release: 3 arms x 3 clocks, the probe, and a receipt anyone can re-check."""
     import attrs
@@ -159,7 +160,7 @@ def run(
                 raise
             raise cfg.error("prices_path", str(exc)) from None
     key = _signing_key()
-    with progress_bar("cells", enabled=not as_json) as bar:
+    with progress_bar("cells", enabled=not as_json, force=show_progress) as bar:
 
         def report(label: str, done: int, total: int) -> None:
             if bar is not None:
