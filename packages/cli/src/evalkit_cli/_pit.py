@@ -92,6 +92,9 @@ def _print_run(
         )
     gaps = b["protocol_gaps"]
     typer.echo(f"protocol    {'complete' if not gaps else 'gaps: ' + ', '.join(gaps)}")
+    for m in b["protocol"]["P2_training_cutoff"].get("models", []):
+        label = "post-cutoff: a holdout" if m["post_cutoff"] else "NOT post-cutoff: the window starts on or before the cutoff"
+        typer.echo(f"holdout     {m['model'] or '(model not declared)'} cutoff {m['training_cutoff']}: {label}")
     if b["window_ends_before_cutoff"]:
         typer.echo("warning     the window ends before the declared training cutoff: the model may have seen the outcome")
     typer.echo("verify with evalkit verify " + " ".join(shlex.quote(a) for a in verify_args))
@@ -141,6 +144,7 @@ def run(
         raise ConfigError("--price-source/--pulled-at: given without --prices")
     if overrides:
         cfg = attrs.evolve(cfg, **overrides)
+    cfg = _cutoff_from_registry(cfg)
     cfg.check_outputs()  # before any work: a run that cannot write its outputs must not start
     try:
         the_agent = resolve_agent(cfg.agent)
@@ -180,6 +184,30 @@ def run(
         _print_run(result.receipt, result.receipt_path, args)
     if not result.valid:
         raise typer.Exit(1)
+
+
+def _cutoff_from_registry(cfg: Any) -> Any:
+    """A ``model:ID`` agent whose registry entry declares a training cutoff fills P1 and P2 when the config leaves
+    them empty (the config records it, so the receipt binds and replays it)."""
+    import attrs
+
+    from evalkit_core.models import RegistryError, load_registry
+
+    if not cfg.agent.startswith("model:") or cfg.training_cutoff is not None:
+        return cfg
+    model_id = cfg.agent.removeprefix("model:")
+    try:
+        entry = load_registry().get(model_id)
+    except RegistryError:  # an unknown model: the agent's own resolution says so, with the config's field
+        return cfg
+    if entry.training_cutoff is None:
+        return cfg
+    return attrs.evolve(
+        cfg,
+        model_version=cfg.model_version or model_id,
+        training_cutoff=entry.training_cutoff.isoformat(),
+        training_cutoff_source=f"model registry: {entry.training_cutoff_source}",
+    )
 
 
 def _signing_key() -> Any:
