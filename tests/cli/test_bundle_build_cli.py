@@ -236,3 +236,38 @@ def test_real_sample_8k_build(
     assert data["rows"] == 149
     assert data["forms"] == {"8-K": 142, "8-K/A": 7}
     assert data["flags_by_reason"] == {"stamp_reads_as_new_york": 1}  # Nikola's 8-K of 2023-03-28
+
+
+def test_end_latest_is_the_newest_filing_and_the_build_date_is_outside_the_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """A window may end at the newest filing in the inputs ('latest'); the build date goes to build.json and
+    two builds of the same inputs on different days are the same release, byte for byte."""
+    paths = write_inputs(tmp_path)
+    args = [a if a != "2023-02-28" else "latest" for a in base_args(paths, tmp_path / "a")]
+    code, out, err = run(monkeypatch, capsys, *args, "--built-on", "2026-12-01", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["window"]["end"] == "2023-02-03"  # the newest filing date of the inputs
+    assert data["built_on"] == "2026-12-01"
+    manifest = json.loads((tmp_path / "a" / "release.json").read_text())
+    assert manifest["window"]["end"] == "2023-02-03"
+    assert manifest["provenance"]["window"]["end_requested"].startswith("latest")
+    build = json.loads((tmp_path / "a" / "build.json").read_text())
+    assert build == {"built_on": "2026-12-01", "newest_filing": "2023-02-03", "window_end": "2023-02-03",
+                     "content_digest": manifest["content_digest"]}
+    args_b = [a if a != str(tmp_path / "a") else str(tmp_path / "b") for a in args]
+    assert run(monkeypatch, capsys, *args_b, "--built-on", "2027-01-15")[0] == 0
+    for f in ("release.json", "arms/main.jsonl", "answer_key.jsonl"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    assert json.loads((tmp_path / "b" / "build.json").read_text())["built_on"] == "2027-01-15"
+    code, out, err = run(monkeypatch, capsys, "bundle", "check", str(tmp_path / "b"))
+    assert code == 0, out + err
+
+
+def test_bad_built_on_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    paths = write_inputs(tmp_path)
+    code, out, err = run(monkeypatch, capsys, *base_args(paths, tmp_path / "rel"), "--built-on", "yesterday")
+    assert (code, out) == (2, "")
+    assert "--built-on" in err
+    assert not (tmp_path / "rel").exists()

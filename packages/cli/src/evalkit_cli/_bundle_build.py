@@ -75,7 +75,7 @@ def build(
     ),
     tickers: Path | None = typer.Option(None, "--tickers", help="The SEC's company_tickers.json (optional)."),
     start: str = typer.Option(..., "--start", help="First filing date of the window (YYYY-MM-DD)."),
-    end: str = typer.Option(..., "--end", help="Last filing date of the window (YYYY-MM-DD)."),
+    end: str = typer.Option(..., "--end", help="Last filing date of the window (YYYY-MM-DD), or 'latest': the newest filing date in the inputs."),
     forms: str | None = typer.Option(
         None, "--forms", help="Comma-separated form types to keep, e.g. 8-K,10-Q."
     ),
@@ -92,6 +92,7 @@ def build(
         help="A private seed for the row-key key (also from $EVALKIT_RELEASE_KEY_SEED). Without one, whoever "
         "holds the same inputs can rebuild the key.",
     ),
+    built_on: str | None = typer.Option(None, "--built-on", help="The build date recorded in OUT/build.json, outside every digest [default: today, UTC]."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Build a release from EDGAR index files and/or submissions JSON. Same inputs (and key seed), byte-identical release."""
@@ -105,7 +106,8 @@ def build(
     kwargs: dict[str, Any] = {
         "name": name,
         "start": _date(start, "--start"),
-        "end": _date(end, "--end"),
+        "end": None if end == "latest" else _date(end, "--end"),
+        "built_on": _date(built_on, "--built-on") if built_on is not None else dt.datetime.now(dt.UTC).date(),
         "submissions": submissions,
         "index": index,
         "tickers": tickers,
@@ -128,12 +130,14 @@ def build(
     else:
         result = build_edgar_release(out, **kwargs)
     summary = build_summary(result)
+    summary["built_on"] = kwargs["built_on"].isoformat()
     if as_json:
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
     cov = summary["acceptance_coverage"]
     typer.echo(f"wrote {summary['path']}  rows {summary['rows']}  {summary['content_digest']}")
     typer.echo(f"window    {summary['window']['start']} .. {summary['window']['end']}")
+    typer.echo(f"built on  {kwargs['built_on'].isoformat()} (in {out}/build.json, outside the digests)")
     typer.echo(f"accepted  {cov['rows_with_acceptance_at']} rows carry acceptance_at ({cov['share']:.1%})")
     flags = ", ".join(f"{k} {v}" for k, v in summary["flags_by_reason"].items()) or "none"
     typer.echo(f"flagged   {flags}")
