@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
-from rich.progress import Progress
 
 from evalkit_cli import main
-from evalkit_cli._bundle_build import _Reporter
+from evalkit_cli._progress import progress_bar
 
 DATA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "data").resolve()
 
@@ -191,16 +188,19 @@ def test_bad_options_exit_2(
     assert "--start: expected a date YYYY-MM-DD, got '2023-02-30'" in err
 
 
-def test_progress_reporter_renders_each_stage():
-    buf = io.StringIO()
-    with Progress(console=Console(file=buf, force_terminal=True, width=100)) as progress:
-        report = _Reporter(progress)
-        report("reading index files", 0, 3)
-        report("reading index files", 3, 3)
-        report("writing release", 1, 1)
-        tasks = {t.description: (t.completed, t.total) for t in progress.tasks}
-    assert tasks == {"reading index files": (3, 3), "writing release": (1, 1)}
-    assert "reading index files" in buf.getvalue()
+def test_progress_shows_each_stage_with_its_own_count_and_clock(capsys):
+    with progress_bar("building", force=True, stages=True) as show:
+        assert show is not None
+        show(0, 3, "reading index files")
+        show(3, 3, "reading index files")
+        show(1, 1, "writing release")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split("  ")[0] for line in lines] == [
+        "reading index files 0/3",
+        "reading index files 3/3",
+        "writing release 1/1",
+    ]
+    assert lines[-1].endswith("ETA 0:00") and "elapsed 0s" in lines[-1]
 
 
 @pytest.mark.realdata

@@ -26,6 +26,8 @@ class Update(Protocol):
 
 def eta_seconds(done: int, total: int, elapsed: float) -> float | None:
     """Seconds left at the run's average pace so far; None before the first item is done."""
+    if total > 0 and done >= total:
+        return 0.0
     if done <= 0 or total <= 0 or elapsed <= 0:
         return None
     return max(0.0, elapsed * (total - done) / done)
@@ -39,32 +41,39 @@ def format_eta(seconds: float | None) -> str:
 
 
 @contextmanager
-def progress_bar(label: str, *, enabled: bool = True, force: bool = False) -> Iterator[Update | None]:
+def progress_bar(
+    label: str, *, enabled: bool = True, force: bool = False, stages: bool = False
+) -> Iterator[Update | None]:
     """Yield ``update(done, total[, label])``, or None when nothing is shown. ``force`` (``--progress``) shows
-    progress even when stderr is not a terminal (plain lines) and even when ``enabled`` is False."""
+    progress even when stderr is not a terminal (plain lines) and even when ``enabled`` is False. With
+    ``stages``, a new label starts a new stage: its count and its clock (so its ETA) start again."""
     if not (enabled or force):
         yield None
         return
     if sys.stderr.isatty():
-        with _bar(label) as update:
+        with _bar(label, stages) as update:
             yield update
         return
     if not force:
         yield None
         return
-    yield _Lines(label)
+    yield _Lines(label, stages)
 
 
 class _Lines:
     """``label done/total  elapsed  ETA`` on stderr, at most one line a second, and the last one always."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, stages: bool = False) -> None:
         self.label = label
+        self.stages = stages
+        self.stage: str | None = None
         self.start = time.monotonic()
         self.last = 0.0
 
     def __call__(self, done: int, total: int, now: str | None = None) -> None:
         t = time.monotonic()
+        if self.stages and now != self.stage:
+            self.stage, self.start, self.last = now, t, 0.0
         if t - self.last < 1.0 and done < total:
             return
         self.last = t
@@ -77,7 +86,7 @@ class _Lines:
 
 
 @contextmanager
-def _bar(label: str) -> Iterator[Update]:
+def _bar(label: str, stages: bool = False) -> Iterator[Update]:
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -106,8 +115,13 @@ def _bar(label: str) -> Iterator[Update]:
         transient=True,
     )
     task_id = bar.add_task(label, total=None)
+    stage: list[str | None] = [None]
 
     def update(done: int, total: int, now: str | None = None) -> None:
+        if stages and now != stage[0]:
+            stage[0] = now
+            bar.reset(task_id, total=total, completed=done, description=now or label)
+            return
         bar.update(task_id, completed=done, total=total, description=now or label)
 
     with bar:
