@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from evalkit_cli import _bundle, _holdout, _keys, _models, _pit, _tasks
+from evalkit_cli import _bundle, _keys, _models, _pit, _tasks
 from evalkit_cli._adversary import app as adversary_app
 from evalkit_cli._campaign import app as campaign_app
 from evalkit_cli._certify import certify as certify_command
@@ -14,6 +14,7 @@ from evalkit_cli._gate import gate as gate_command
 from evalkit_cli._report import report_command
 from evalkit_cli._rewards import app as rewards_app
 from evalkit_cli._route import app as route_app
+from evalkit_cli._train import app as train_app
 from evalkit_cli._version import version_callback
 from evalkit_cli._view import view_command
 
@@ -67,7 +68,6 @@ app.add_typer(_tasks.app, name="tasks", help="Validate task banks and import tas
 app.command("eval")(eval_command)
 app.command("gate")(gate_command)
 app.command("certify")(certify_command)
-app.add_typer(_holdout.app, name="holdout", help="Post-cutoff holdouts: the windows of a release after models' training cutoffs.")
 app.add_typer(_models.models_app, name="models", help="The model registry: ids, providers, prices.")
 app.add_typer(_models.budget_app, name="budget", help="The global spending cap (USD): show or set it.")
 app.add_typer(_models.calls_app, name="calls", help="The record of model calls in the store.")
@@ -77,6 +77,7 @@ app.add_typer(route_app, name="route", help="Cost-aware routing: calibrate, simu
 app.add_typer(rewards_app, name="rewards", help="Export verifier rewards for fine-tuning (jsonl, grpo, dpo, sft).")
 app.command("report")(report_command)
 app.command("view")(view_command)
+app.add_typer(train_app, name="train", help="Train on a campaign's prompts with the verifier reward (extra 'train').")
 for _target in (app, pit_app):
     _target.command("run")(_pit.run)
     _target.command("verify")(_pit.verify)

@@ -15,6 +15,7 @@ from evalkit_training._export import (
     score_rollouts,
     write_export,
 )
+from evalkit_training._grpo import GrpoResult, GrpoSettings, tiny_model, tiny_tokenizer, train_grpo
 from evalkit_training._hacking import (
     CHECKS,
     Finding,
@@ -24,6 +25,7 @@ from evalkit_training._hacking import (
     static_findings,
 )
 from evalkit_training._reward import (
+    REWARD_VERSION,
     AdversarialSource,
     Grading,
     Reward,
@@ -45,12 +47,15 @@ from evalkit_training._reward import (
 __all__ = [
     "CHECKS",
     "FORMATS",
+    "REWARD_VERSION",
     "AdversarialSource",
     "CampaignRollouts",
     "ExportFormat",
     "ExportSummary",
     "Finding",
     "Grading",
+    "GrpoResult",
+    "GrpoSettings",
     "HackingReport",
     "Reward",
     "RewardComponents",
@@ -73,6 +78,9 @@ __all__ = [
     "score_rollouts",
     "static_findings",
     "strongest_isolation",
+    "tiny_model",
+    "tiny_tokenizer",
+    "train_grpo",
     "weaker_isolation",
     "write_export",
 ]

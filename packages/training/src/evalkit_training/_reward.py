@@ -37,6 +37,7 @@ from evalkit_core import EvalkitError, digest
 from evalkit_core.store import Store
 
 __all__ = [
+    "REWARD_VERSION",
     "AdversarialSource",
     "Grading",
     "Reward",
@@ -57,6 +58,9 @@ __all__ = [
 
 ADVERSARIAL = "adversarial"
 _ROUND = 6
+# the version of the reward as computed here (the formula above, the hacking checks' effect, None for weaker
+# isolation); bump it with any change to what a completion is rewarded. Training receipts bind it.
+REWARD_VERSION = 1
 
 
 class RewardError(EvalkitError):
@@ -181,7 +185,6 @@ def grade_rollouts(
     settings: VerifierSettings | None = None,
     *,
     extract: bool = True,
-    progress: Callable[[int, int], None] | None = None,
 ) -> list[Grading]:
     """Grade ``(task, completion, adversarial tests)`` triples with the real verifier, in one sandbox pass.
 
@@ -197,7 +200,7 @@ def grade_rollouts(
             widened.append((task, text))
     out: list[Grading] = []
     for (task, _, _), verdict in zip(
-        items, grade_many(widened, sandbox, settings, extract=extract, progress=progress), strict=True
+        items, grade_many(widened, sandbox, settings, extract=extract), strict=True
     ):
         n_hidden = len(task.hidden_tests) if isinstance(task, CodeTask) else len(task.hidden_assertions)
         adversarial = tuple(

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, cast
 
-from evalkit import CallTest, Sandbox, SandboxLimits, Task, VerifierSettings, load_tasks
+from evalkit import JSON, CallTest, Sandbox, SandboxLimits, Task, VerifierSettings, load_tasks
 from evalkit_core.store import STORE_FILE, Store, evalkit_home
 from evalkit_training._hacking import check_rollout
 from evalkit_training._reward import (
@@ -56,6 +56,7 @@ TASKS_ENV = "EVALKIT_TASKS"
 class RewardFunction(Protocol):
     __name__: str
     stats: dict[str, int]
+    log: list[dict[str, JSON]]
     settings: VerifierSettings
 
     def close(self) -> None: ...
@@ -145,6 +146,8 @@ class _Grader:
         # what the function did, for a trainer's log and a receipt: completions scored, refused for weaker
         # isolation, without a reward (sandbox failures), flagged for reward hacking
         self.stats: dict[str, int] = {"scored": 0, "weaker_isolation": 0, "no_reward": 0, "flagged": 0}
+        # one entry per call: the trainer's step (when TRL passes its state), task ids, rewards, tripped checks
+        self.log: list[dict[str, JSON]] = []
 
     def _bank(self, directory: object) -> dict[str, Task]:
         if self._tasks_dir is not None:
@@ -212,9 +215,18 @@ class _Grader:
         weaker = [
             weaker_isolation(have, need if isinstance(need, str) and need else None) for need in required
         ]
+        step = getattr(kwargs.get("trainer_state"), "global_step", None)
+        entry: dict[str, JSON] = {
+            "step": step if isinstance(step, int) else None,
+            "task_ids": [str(t) for t in ids],
+            "completions": [completion_text(c) for c in completions],
+            "isolation": have,
+            "weaker_isolation": list(weaker),
+        }
         if all(weaker):
             with self._lock:
                 self.stats["weaker_isolation"] += n
+                self.log.append({**entry, "rewards": [None for _ in range(n)], "flags": [[] for _ in range(n)]})
             return [None] * n
         source = self._source()
         items: list[tuple[Task, str, Sequence[CallTest]]] = []
@@ -234,9 +246,11 @@ class _Grader:
         gradings = grade_rollouts([items[i] for i in keep], self._box(), self._settings)
         out: list[float | None] = [None] * n
         counts = {"scored": 0, "weaker_isolation": n - len(keep), "no_reward": 0, "flagged": 0}
+        flags: list[JSON] = [[] for _ in range(n)]
         for i, grading in zip(keep, gradings, strict=True):
             task, text, adversarial = items[i]
             report = check_rollout(task, text, grading, adversarial)
+            flags[i] = list(report.tripped)
             value = compute_reward(grading, flagged=report.flagged, allow_flagged=self._allow_flagged).value
             out[i] = value
             counts["scored"] += 1
@@ -245,6 +259,8 @@ class _Grader:
         with self._lock:
             for key, value in counts.items():
                 self.stats[key] += value
+            rewards: list[JSON] = [*out]
+            self.log.append({**entry, "rewards": rewards, "flags": flags})
         return out
 
 
@@ -276,6 +292,7 @@ def make_reward(
     attributes = cast("dict[str, object]", fn.__dict__)
     attributes["close"] = grader.close
     attributes["stats"] = grader.stats
+    attributes["log"] = grader.log
     attributes["settings"] = grader.settings
     attributes["isolation"] = grader.isolation
     return cast("RewardFunction", fn)
