@@ -20,18 +20,18 @@ UV = shutil.which("uv")
 
 MEMBERS = {  # import name -> distribution
     "evalkit_core": "evalkit-core",
-    "evalkit": "evalkit",
-    "pit_harness": "evalkit",
+    "evalkit": "evalkit-harness",
+    "pit_harness": "evalkit-harness",
     "evalkit_router": "evalkit-router",
     "evalkit_training": "evalkit-training",
     "evalkit_cli": "evalkit-cli",
 }
-WORKSPACE = ("evalkit-core", "evalkit", "evalkit-router", "evalkit-training", "evalkit-cli")
+WORKSPACE = ("evalkit-core", "evalkit-harness", "evalkit-router", "evalkit-training", "evalkit-cli")
 # What each distribution must NOT be able to import when installed alone (it would mean an undeclared dependency
 # could be hiding behind the shared venv).
 FORBIDDEN = {
     "evalkit-core": ["evalkit", "typer", "jsonschema", "inspect_ai"],
-    "evalkit": ["evalkit_router", "evalkit_training", "evalkit_cli", "typer", "inspect_ai"],  # inspect_ai: an extra
+    "evalkit-harness": ["evalkit_router", "evalkit_training", "evalkit_cli", "typer", "inspect_ai"],  # inspect_ai: an extra
     "evalkit-router": ["evalkit_training", "evalkit_cli", "typer"],
     "evalkit-training": ["evalkit_router", "evalkit_cli", "typer"],
     "evalkit-cli": [],

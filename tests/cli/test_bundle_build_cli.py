@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
-from rich.progress import Progress
 
 from evalkit_cli import main
-from evalkit_cli._bundle_build import _Reporter
+from evalkit_cli._progress import progress_bar
 
 DATA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "data").resolve()
 
@@ -191,16 +188,19 @@ def test_bad_options_exit_2(
     assert "--start: expected a date YYYY-MM-DD, got '2023-02-30'" in err
 
 
-def test_progress_reporter_renders_each_stage():
-    buf = io.StringIO()
-    with Progress(console=Console(file=buf, force_terminal=True, width=100)) as progress:
-        report = _Reporter(progress)
-        report("reading index files", 0, 3)
-        report("reading index files", 3, 3)
-        report("writing release", 1, 1)
-        tasks = {t.description: (t.completed, t.total) for t in progress.tasks}
-    assert tasks == {"reading index files": (3, 3), "writing release": (1, 1)}
-    assert "reading index files" in buf.getvalue()
+def test_progress_shows_each_stage_with_its_own_count_and_clock(capsys):
+    with progress_bar("building", force=True, stages=True) as show:
+        assert show is not None
+        show(0, 3, "reading index files")
+        show(3, 3, "reading index files")
+        show(1, 1, "writing release")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split("  ")[0] for line in lines] == [
+        "reading index files 0/3",
+        "reading index files 3/3",
+        "writing release 1/1",
+    ]
+    assert lines[-1].endswith("ETA 0:00") and "elapsed 0s" in lines[-1]
 
 
 @pytest.mark.realdata
@@ -236,3 +236,38 @@ def test_real_sample_8k_build(
     assert data["rows"] == 149
     assert data["forms"] == {"8-K": 142, "8-K/A": 7}
     assert data["flags_by_reason"] == {"stamp_reads_as_new_york": 1}  # Nikola's 8-K of 2023-03-28
+
+
+def test_end_latest_is_the_newest_filing_and_the_build_date_is_outside_the_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """A window may end at the newest filing in the inputs ('latest'); the build date goes to build.json and
+    two builds of the same inputs on different days are the same release, byte for byte."""
+    paths = write_inputs(tmp_path)
+    args = [a if a != "2023-02-28" else "latest" for a in base_args(paths, tmp_path / "a")]
+    code, out, err = run(monkeypatch, capsys, *args, "--built-on", "2026-12-01", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["window"]["end"] == "2023-02-03"  # the newest filing date of the inputs
+    assert data["built_on"] == "2026-12-01"
+    manifest = json.loads((tmp_path / "a" / "release.json").read_text())
+    assert manifest["window"]["end"] == "2023-02-03"
+    assert manifest["provenance"]["window"]["end_requested"].startswith("latest")
+    build = json.loads((tmp_path / "a" / "build.json").read_text())
+    assert build == {"built_on": "2026-12-01", "newest_filing": "2023-02-03", "window_end": "2023-02-03",
+                     "content_digest": manifest["content_digest"]}
+    args_b = [a if a != str(tmp_path / "a") else str(tmp_path / "b") for a in args]
+    assert run(monkeypatch, capsys, *args_b, "--built-on", "2027-01-15")[0] == 0
+    for f in ("release.json", "arms/main.jsonl", "answer_key.jsonl"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    assert json.loads((tmp_path / "b" / "build.json").read_text())["built_on"] == "2027-01-15"
+    code, out, err = run(monkeypatch, capsys, "bundle", "check", str(tmp_path / "b"))
+    assert code == 0, out + err
+
+
+def test_bad_built_on_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    paths = write_inputs(tmp_path)
+    code, out, err = run(monkeypatch, capsys, *base_args(paths, tmp_path / "rel"), "--built-on", "yesterday")
+    assert (code, out) == (2, "")
+    assert "--built-on" in err
+    assert not (tmp_path / "rel").exists()

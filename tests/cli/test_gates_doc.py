@@ -10,6 +10,7 @@ Blocks, in order, in an empty directory (with ``tasks`` linked to the repository
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -24,6 +25,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "gates.md"
 CERT_DOC = ROOT / "docs" / "certificates.md"
+HOLDOUT_DOC = ROOT / "docs" / "holdouts.md"
 WORKFLOW = ROOT / "docs" / "ci" / "evalkit-gate.yml"
 BLOCK = re.compile(r"^```(\w+)( file=\S+)?\n(.*?)^```", re.MULTILINE | re.DOTALL)
 EXIT = re.compile(r"\s+# exit (\d+)$")
@@ -127,6 +129,13 @@ def test_certificates_doc_runs_in_order(tmp_path):
     run_doc(CERT_DOC, tmp_path, doc_env(tmp_path))
     assert not (tmp_path / "refused.json").exists()
     assert (tmp_path / "cert.json").is_file()
+
+
+@pytest.mark.slow
+def test_holdouts_doc_runs_in_order(tmp_path):
+    run_doc(HOLDOUT_DOC, tmp_path, doc_env(tmp_path))
+    p2 = json.loads((tmp_path / "overlap/receipt.json").read_text())["body"]["protocol"]["P2_training_cutoff"]
+    assert p2["post_cutoff"] is False
 
 
 if __name__ == "__main__":  # print what each line prints, to write the doc's text blocks

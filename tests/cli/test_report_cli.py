@@ -231,7 +231,7 @@ def test_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_plotly)
     result = runner.invoke(app, ["report", "whatever", "--out", str(tmp_path / "r.html")])
     assert isinstance(result.exception, ConfigError)  # run_app turns it into one line and exit 2
-    assert "evalkit[report]" in str(result.exception)
+    assert "evalkit-harness[report]" in str(result.exception)
     assert "\n" not in str(result.exception)
     assert not (tmp_path / "r.html").exists()
 

@@ -87,6 +87,8 @@ BAD: list[tuple[str, list[str], str]] = [
     ("eval", ["--tasks", str(BANK), "--solver", "guess"], "--solver"),
     ("eval", ["--tasks", str(BANK), "--solver", "replay:no-replay.jsonl"], "no-replay.jsonl"),
     ("export", ["--bundle", "no-release", "--out", "samples.jsonl"], "no-release"),
+    ("gate", ["no-receipt.json", "--baseline", "no-baseline.json"], "no-baseline.json"),
+    ("gate", ["bad.json", "--baseline", "bad.json"], "bad.json"),
     ("keys generate", ["--home", "notes.txt"], "notes.txt"),
     ("keys show", ["--home", "notes.txt"], "notes.txt"),
     ("models list", ["--registry", "no-registry.toml"], "no-registry.toml"),

@@ -1,4 +1,4 @@
-"""Inspect AI is an optional extra (evalkit[inspect]): evalkit imports it only when asked, and says which extra
+"""Inspect AI is an optional extra (evalkit-harness[inspect]): evalkit imports it only when asked, and says which extra
 to install in one line when it is missing. Runs with or without the extra installed (Inspect is hidden here)."""
 
 from __future__ import annotations
@@ -30,5 +30,5 @@ def test_the_adapter_names_the_extra_in_one_line() -> None:
     last = out.stderr.strip().splitlines()[-1]
     assert last == (
         "ImportError: pit_harness.adapters.inspect: the Inspect AI integration needs the optional extra "
-        "evalkit[inspect] (pip install 'evalkit[inspect]')"
+        "evalkit-harness[inspect] (pip install 'evalkit-harness[inspect]')"
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="the optional extra evalkit[inspect] is not installed")
+pytest.importorskip("inspect_ai", reason="the optional extra evalkit-harness[inspect] is not installed")
 
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage

@@ -233,3 +233,36 @@ def test_evalkit_store_selects_the_store_and_home_stays_for_files(tmp_path, monk
     with Store(store_location) as s, s.snapshot() as db:
         assert db.execute("SELECT count(*) FROM registries WHERE digest = ?", (marker,)).fetchone()[0] == 1
     assert not (tmp_path / "home" / "evalkit.sqlite3").exists()
+
+
+def test_the_store_flag_selects_the_store_for_one_command(store_location, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "EVALKIT_STORE"}
+    env["EVALKIT_HOME"] = str(tmp_path / "home")
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit_cli", "--store", store_location, "budget", "set", "4.25"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    with Store(store_location) as s:
+        assert budget_status(s).cap == Decimal("4.25")
+    assert not (tmp_path / "home" / "evalkit.sqlite3").exists()  # the default store was not touched
+
+
+def test_a_server_lost_after_open_is_a_store_error_not_a_traceback(pg_cluster):
+    import psycopg
+
+    url = pg_cluster.create_schema()
+    try:
+        with Store(url) as s:
+            set_budget_cap(s, Decimal(2))
+            with s.snapshot() as db:
+                (pid,) = db.execute("SELECT pg_backend_pid()").fetchone()
+            with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))  # what a server restart does to it
+            with pytest.raises(StoreError, match="cannot use the PostgreSQL store") as info:
+                set_budget_cap(s, Decimal(3))
+            assert str(info.value).startswith("postgresql://")
+        with Store(url) as s:  # nothing half-written
+            assert budget_status(s).cap == 2
+    finally:
+        pg_cluster.drop_schema(url)

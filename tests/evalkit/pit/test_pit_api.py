@@ -142,7 +142,7 @@ def test_runconfig_json_round_trip(tmp_path):
     assert loaded.digest() == cfg.digest()
     assert set(cfg.to_json()) == {
         "bundle_path", "forms", "start", "end", "arms", "clocks", "hold_sessions", "agent", "probe_items",
-        "network_policy", "model_version", "training_cutoff", "prices_path", "price_source", "prices_pulled_at",
+        "network_policy", "model_version", "training_cutoff", "training_cutoff_source", "prices_path", "price_source", "prices_pulled_at",
         "trajectory_path", "receipt_path",
     }
 

@@ -94,7 +94,7 @@ def test_certificate_binds_the_files_and_carries_the_verdicts(work, cli):
     assert [i["row_key"] for i in pred["probe"]["items"]] == [i["row_key"] for i in body["probe"]["items"]]
     assert "answer" not in pred["probe"]["items"][0]  # scores, not the agent's text
     assert pred["protocol"] == body["protocol"]
-    assert pred["holdout"]["models"] == [{"model": "stub-1", "training_cutoff": "2023-02-15", "post_cutoff": True}]
+    assert pred["holdout"]["models"] == [{"model": "stub-1", "training_cutoff": "2023-02-15", "source": None, "post_cutoff": True}]
     assert set(pred["contamination"]) == set(body["contamination"])
     for clock, deltas in pred["contamination"].items():
         for name, d in deltas.items():

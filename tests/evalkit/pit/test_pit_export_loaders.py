@@ -1,6 +1,6 @@
 """``evalkit export`` files load where they claim to, offline:
 
-- ``--format inspect``: through Inspect AI's own ``json_dataset`` (the extra ``evalkit[inspect]``), and an Inspect
+- ``--format inspect``: through Inspect AI's own ``json_dataset`` (the extra ``evalkit-harness[inspect]``), and an Inspect
   eval runs over it (mockllm with custom outputs);
 - ``--format lm-eval``: through ``datasets.load_dataset("json", ...)``, which is how lm-evaluation-harness reads a
   local JSONL task (``dataset_path: json`` with ``data_files``);
@@ -32,7 +32,7 @@ def _export(cli: Any, release_dir: Path, out: Path, fmt: str) -> list[dict[str, 
 @pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:Exception ignored in. <function MemoryObject:pytest.PytestUnraisableExceptionWarning")
 def test_inspect_export_loads_with_json_dataset_and_runs(cli: Any, synth_release_dir: Path, tmp_path: Path) -> None:
-    pytest.importorskip("inspect_ai", reason="the optional extra evalkit[inspect] is not installed")
+    pytest.importorskip("inspect_ai", reason="the optional extra evalkit-harness[inspect] is not installed")
     from inspect_ai import Task
     from inspect_ai import eval as inspect_eval
     from inspect_ai.dataset import json_dataset

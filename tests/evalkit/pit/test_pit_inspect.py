@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="the optional extra evalkit[inspect] is not installed")
+pytest.importorskip("inspect_ai", reason="the optional extra evalkit-harness[inspect] is not installed")
 
 from inspect_ai.model import ModelOutput
 
@@ -274,7 +274,7 @@ def test_inspect_agent_specs_name_the_extra_when_it_is_missing(monkeypatch: pyte
     from evalkit.pit import AgentSpecError, _agents
 
     monkeypatch.setattr(_agents, "inspect_available", lambda: False)
-    with pytest.raises(AgentSpecError, match=r"evalkit\[inspect\]"):
+    with pytest.raises(AgentSpecError, match=r"evalkit-harness\[inspect\]"):
         resolve_agent("inspect:somewhere:solver@mock/inspect")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from evalkit_cli import _bundle, _keys, _models, _pit, _tasks
+from evalkit_cli import _bundle, _holdout, _keys, _models, _pit, _tasks
 from evalkit_cli._adversary import app as adversary_app
 from evalkit_cli._campaign import app as campaign_app
 from evalkit_cli._certify import certify as certify_command
@@ -68,6 +68,7 @@ app.add_typer(_tasks.app, name="tasks", help="Validate task banks and import tas
 app.command("eval")(eval_command)
 app.command("gate")(gate_command)
 app.command("certify")(certify_command)
+app.add_typer(_holdout.app, name="holdout", help="Post-cutoff holdouts: the windows of a release after models' training cutoffs.")
 app.add_typer(_models.models_app, name="models", help="The model registry: ids, providers, prices.")
 app.add_typer(_models.budget_app, name="budget", help="The global spending cap (USD): show or set it.")
 app.add_typer(_models.calls_app, name="calls", help="The record of model calls in the store.")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +12,6 @@ import typer
 from evalkit_core import ConfigError
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, TaskID
-
     from evalkit_core.edgar import EdgarBuild
 
 __all__ = ["build", "build_summary"]
@@ -25,21 +22,6 @@ def _date(value: str, option: str) -> dt.date:
         return dt.date.fromisoformat(value)
     except ValueError:
         raise ConfigError(f"{option}: expected a date YYYY-MM-DD, got {value!r}") from None
-
-
-class _Reporter:
-    """Turns the builder's (stage, done, total) callbacks into rich progress bars, one per stage."""
-
-    def __init__(self, progress: Progress) -> None:
-        self._progress = progress
-        self._tasks: dict[str, TaskID] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        task = self._tasks.get(stage)
-        if task is None:
-            task = self._progress.add_task(stage, total=total)
-            self._tasks[stage] = task
-        self._progress.update(task, completed=done, total=total)
 
 
 def build_summary(result: EdgarBuild) -> dict[str, Any]:
@@ -75,7 +57,7 @@ def build(
     ),
     tickers: Path | None = typer.Option(None, "--tickers", help="The SEC's company_tickers.json (optional)."),
     start: str = typer.Option(..., "--start", help="First filing date of the window (YYYY-MM-DD)."),
-    end: str = typer.Option(..., "--end", help="Last filing date of the window (YYYY-MM-DD)."),
+    end: str = typer.Option(..., "--end", help="Last filing date of the window (YYYY-MM-DD), or 'latest': the newest filing date in the inputs."),
     forms: str | None = typer.Option(
         None, "--forms", help="Comma-separated form types to keep, e.g. 8-K,10-Q."
     ),
@@ -92,7 +74,9 @@ def build(
         help="A private seed for the row-key key (also from $EVALKIT_RELEASE_KEY_SEED). Without one, whoever "
         "holds the same inputs can rebuild the key.",
     ),
+    built_on: str | None = typer.Option(None, "--built-on", help="The build date recorded in OUT/build.json, outside every digest [default: today, UTC]."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
     """Build a release from EDGAR index files and/or submissions JSON. Same inputs (and key seed), byte-identical release."""
     from evalkit_core.edgar import build_edgar_release
@@ -105,7 +89,8 @@ def build(
     kwargs: dict[str, Any] = {
         "name": name,
         "start": _date(start, "--start"),
-        "end": _date(end, "--end"),
+        "end": None if end == "latest" else _date(end, "--end"),
+        "built_on": _date(built_on, "--built-on") if built_on is not None else dt.datetime.now(dt.UTC).date(),
         "submissions": submissions,
         "index": index,
         "tickers": tickers,
@@ -113,27 +98,27 @@ def build(
         "overwrite": force,
         "key_seed": key_seed,
     }
-    if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from evalkit_cli._progress import progress_bar
 
-        columns = (
-            TextColumn("{task.description:<22}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-            result = build_edgar_release(out, progress=_Reporter(progress), **kwargs)
-    else:
-        result = build_edgar_release(out, **kwargs)
+    with progress_bar("building", enabled=not as_json, force=show_progress, stages=True) as show:
+        if show is None:
+            result = build_edgar_release(out, **kwargs)
+        else:
+            shown = show
+
+            def report(stage: str, done: int, total: int) -> None:
+                shown(done, total, stage)
+
+            result = build_edgar_release(out, progress=report, **kwargs)
     summary = build_summary(result)
+    summary["built_on"] = kwargs["built_on"].isoformat()
     if as_json:
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
     cov = summary["acceptance_coverage"]
     typer.echo(f"wrote {summary['path']}  rows {summary['rows']}  {summary['content_digest']}")
     typer.echo(f"window    {summary['window']['start']} .. {summary['window']['end']}")
+    typer.echo(f"built on  {kwargs['built_on'].isoformat()} (in {out}/build.json, outside the digests)")
     typer.echo(f"accepted  {cov['rows_with_acceptance_at']} rows carry acceptance_at ({cov['share']:.1%})")
     flags = ", ".join(f"{k} {v}" for k, v in summary["flags_by_reason"].items()) or "none"
     typer.echo(f"flagged   {flags}")

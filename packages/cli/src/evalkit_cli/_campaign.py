@@ -8,13 +8,13 @@ writes ``results.jsonl``, ``report.json`` and ``receipt.json`` to ``--out`` (def
 from __future__ import annotations
 
 import json
-import sys
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+
+from evalkit_cli._progress import progress_bar
 
 if TYPE_CHECKING:
     from evalkit_router import CampaignReport, RunOutcome
@@ -81,31 +81,6 @@ def _print_outcome(outcome: RunOutcome) -> None:
         )
 
 
-class _Bar:
-    """A rich progress bar on a terminal (rollouts done, spend, ETA); nothing when stderr is not a tty."""
-
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(
-            TextColumn("rollouts"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("spent ${task.fields[spent]}"),
-            TimeRemainingColumn(),
-            transient=True,
-        )
-        self.task = self.progress.add_task("campaign", total=None, spent="0")
-        self._last = 0.0
-
-    def __call__(self, done: int, total: int, spent: Decimal) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.1 and done < total:
-            return
-        self._last = now
-        self.progress.update(self.task, completed=done, total=total, spent=f"{spent:f}")
-
-
 @app.command("run")
 def run(
     file: Path = typer.Argument(..., help="The campaign file (TOML)."),
@@ -126,6 +101,7 @@ def run(
         "connect=5,attempt=120,call=600 (any subset), or one number for the attempt deadline.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
     """Run or resume a campaign; print its report and write results, report and receipt."""
     from evalkit_core.models import parse_timeouts
@@ -137,17 +113,16 @@ def run(
     def announce(line: str) -> None:
         typer.echo(line, err=True)
 
-    if sys.stderr.isatty() and not as_json:
-        bar = _Bar()
-        with bar.progress:
-            outcome = run_campaign(
-                file, new_name=new_name, home=home, workers=workers, progress=bar, timeouts=deadlines,
-                announce=announce,
-            )  # fmt: skip
-    else:
+    with progress_bar("rollouts", enabled=not as_json, force=show_progress) as show:
+
+        def progress(done: int, total: int, spent: Decimal) -> None:
+            if show is not None:
+                show(done, total, f"rollouts (spent ${spent:f})")
+
         outcome = run_campaign(
-            file, new_name=new_name, home=home, workers=workers, timeouts=deadlines, announce=announce
-        )
+            file, new_name=new_name, home=home, workers=workers, progress=progress if show else None,
+            timeouts=deadlines, announce=announce,
+        )  # fmt: skip
     with Store.open(home) as store:
         report = campaign_report(store, outcome.name)
         target = out if out is not None else default_out_dir(store, outcome.name)

@@ -49,6 +49,7 @@ def eval_command(
         "one (recorded as cached, costs nothing); --no-cache asks the model every time.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""
     from evalkit import SandboxLimits, run_eval
@@ -63,7 +64,7 @@ def eval_command(
                 f"--wall-seconds {limits.wall:g} is below --cpu-seconds {limits.cpu_seconds:g}; a test could never "
                 "use its CPU allowance"
             )
-    with progress_bar("grading", enabled=not as_json) as show:
+    with progress_bar("grading", enabled=not as_json, force=show_progress) as show:
         report = run_eval(
             tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show, cache=cache
         )

@@ -92,6 +92,9 @@ def _print_run(
         )
     gaps = b["protocol_gaps"]
     typer.echo(f"protocol    {'complete' if not gaps else 'gaps: ' + ', '.join(gaps)}")
+    for m in b["protocol"]["P2_training_cutoff"].get("models", []):
+        label = "post-cutoff: a holdout" if m["post_cutoff"] else "NOT post-cutoff: the window starts on or before the cutoff"
+        typer.echo(f"holdout     {m['model'] or '(model not declared)'} cutoff {m['training_cutoff']}: {label}")
     if b["window_ends_before_cutoff"]:
         typer.echo("warning     the window ends before the declared training cutoff: the model may have seen the outcome")
     typer.echo("verify with evalkit verify " + " ".join(shlex.quote(a) for a in verify_args))
@@ -101,12 +104,13 @@ def run(
     config: Path | None = typer.Option(None, "--config", help="RunConfig JSON. Without it: the stub over the built-in demo release."),
     trajectory: str | None = typer.Option(None, "--trajectory", help="Where to write the trajectory JSONL [default: out/pit/trajectory.jsonl]."),
     receipt: str | None = typer.Option(None, "--receipt", help="Where to write the receipt [default: out/pit/receipt.json]."),
-    agent: str | None = typer.Option(None, "--agent", help="'stub', 'model:ID', 'inspect:MODULE:SOLVER@MODEL' (an Inspect AI solver; extra evalkit[inspect]) or 'module:function' (a fn(prompt, tools))."),
+    agent: str | None = typer.Option(None, "--agent", help="'stub', 'model:ID', 'inspect:MODULE:SOLVER@MODEL' (an Inspect AI solver; extra evalkit-harness[inspect]) or 'module:function' (a fn(prompt, tools))."),
     prices: str | None = typer.Option(None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."),
     price_source: str | None = typer.Option(None, "--price-source", help="Where the prices came from (required with --prices)."),
     pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
     netns: bool = typer.Option(False, "--netns", help="Refuse to run unless the agent gets a network namespace of its own (bubblewrap)."),
     as_json: bool = typer.Option(False, "--json", help="Print the receipt body as JSON instead of the table."),
+    show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
     """Run an agent over a release: 3 arms x 3 clocks, the probe, and a receipt anyone can re-check."""
     import attrs
@@ -140,6 +144,7 @@ def run(
         raise ConfigError("--price-source/--pulled-at: given without --prices")
     if overrides:
         cfg = attrs.evolve(cfg, **overrides)
+    cfg = _cutoff_from_registry(cfg)
     cfg.check_outputs()  # before any work: a run that cannot write its outputs must not start
     try:
         the_agent = resolve_agent(cfg.agent)
@@ -159,7 +164,7 @@ def run(
                 raise
             raise cfg.error("prices_path", str(exc)) from None
     key = _signing_key()
-    with progress_bar("cells", enabled=not as_json) as bar:
+    with progress_bar("cells", enabled=not as_json, force=show_progress) as bar:
 
         def report(label: str, done: int, total: int) -> None:
             if bar is not None:
@@ -179,6 +184,30 @@ def run(
         _print_run(result.receipt, result.receipt_path, args)
     if not result.valid:
         raise typer.Exit(1)
+
+
+def _cutoff_from_registry(cfg: Any) -> Any:
+    """A ``model:ID`` agent whose registry entry declares a training cutoff fills P1 and P2 when the config leaves
+    them empty (the config records it, so the receipt binds and replays it)."""
+    import attrs
+
+    from evalkit_core.models import RegistryError, load_registry
+
+    if not cfg.agent.startswith("model:") or cfg.training_cutoff is not None:
+        return cfg
+    model_id = cfg.agent.removeprefix("model:")
+    try:
+        entry = load_registry().get(model_id)
+    except RegistryError:  # an unknown model: the agent's own resolution says so, with the config's field
+        return cfg
+    if entry.training_cutoff is None:
+        return cfg
+    return attrs.evolve(
+        cfg,
+        model_version=cfg.model_version or model_id,
+        training_cutoff=entry.training_cutoff.isoformat(),
+        training_cutoff_source=f"model registry: {entry.training_cutoff_source}",
+    )
 
 
 def _signing_key() -> Any:

@@ -2,7 +2,7 @@
 
 Every number on the page is written from the model by :func:`_num`, which marks it with ``data-path`` (where in
 the model's JSON it comes from) so a test can hold each one against ``evalkit report --json``. Charts are
-plotly.js figures; plotly.js itself (from the ``plotly`` package of the ``evalkit[report]`` extra) is inlined, as
+plotly.js figures; plotly.js itself (from the ``plotly`` package of the ``evalkit-harness[report]`` extra) is inlined, as
 is the page's own script, and a Content-Security-Policy that allows no request at all keeps it that way: the page
 opens from disk with no network. The same page is what ``evalkit view`` serves.
 """
@@ -18,7 +18,7 @@ from evalkit_core import ConfigError
 
 __all__ = ["EXTRA_MISSING", "plotly_js", "render_page"]
 
-EXTRA_MISSING = "charts need plotly: install the report extra (pip install 'evalkit[report]')"
+EXTRA_MISSING = "charts need plotly: install the report extra (pip install 'evalkit-harness[report]')"
 
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
@@ -27,7 +27,7 @@ CSP = (
 
 
 def plotly_js() -> str:
-    """plotly.js from the installed ``plotly`` package (the ``evalkit[report]`` extra); ConfigError if absent."""
+    """plotly.js from the installed ``plotly`` package (the ``evalkit-harness[report]`` extra); ConfigError if absent."""
     try:
         from plotly.offline import get_plotlyjs
     except ImportError:

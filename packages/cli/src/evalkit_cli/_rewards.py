@@ -38,6 +38,9 @@ def export(
         help="Grade every rollout again in the sandbox instead of reading the verdicts stored with them.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    show_progress: bool = typer.Option(
+        False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."
+    ),
 ) -> None:
     """Score every rollout of CAMPAIGN (hidden + adversarial tests, gated on public; hacking checks) and write
     one export format.
@@ -66,17 +69,21 @@ def export(
                 f"campaign {found.name}: its configuration names no task bank; pass --tasks DIR"
             )
         tasks_now = load_tasks(bank)
-        scored = score_rollouts(
-            found.records,
-            tasks_now,
-            settings=found.settings,
-            adversarial=banked_adversarial(store),
-            allow_flagged=allow_flagged,
-            workers=workers,
-            regrade=regrade,
-            bank_digest=found.bank_digest(tasks_now),
-            required_isolation=found.isolation,
-        )
+        from evalkit_cli._progress import progress_bar
+
+        with progress_bar("rollouts scored", enabled=not as_json, force=show_progress) as show:
+            scored = score_rollouts(
+                found.records,
+                tasks_now,
+                settings=found.settings,
+                adversarial=banked_adversarial(store),
+                allow_flagged=allow_flagged,
+                workers=workers,
+                regrade=regrade,
+                bank_digest=found.bank_digest(tasks_now),
+                required_isolation=found.isolation,
+                progress=show,
+            )
     summary = write_export(fmt, scored, out, tasks_dir=str(Path(bank).resolve()))
     if as_json:
         typer.echo(json.dumps({"campaign": found.name, **summary.to_json()}, ensure_ascii=False))

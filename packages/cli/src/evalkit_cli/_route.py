@@ -112,6 +112,7 @@ def run(
     threshold: float = typer.Option(0.5, "--threshold", min=0.0, max=1.0, help="Minimum calibrated quality."),
     calibrate_on: str = typer.Option(..., "--calibrate-on", help="Campaign to calibrate from."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
     """Route live through the model layer: cheapest eligible model first, escalate when public tests fail."""
     from evalkit import load_tasks
@@ -121,7 +122,10 @@ def run(
     bank = load_tasks(tasks)
     cal_tasks = sorted({r["task_id"] for r in rows})
     cal = calibrate(rows, campaign=calibrate_on, results_digest=results_digest, tasks=cal_tasks)
-    decisions = route_live(cal, bank, threshold=threshold)
+    from evalkit_cli._progress import progress_bar
+
+    with progress_bar("tasks routed", enabled=not as_json, force=show_progress) as show:
+        decisions = route_live(cal, bank, threshold=threshold, progress=show)
     if as_json:
         typer.echo(json.dumps([d.to_json() for d in decisions], indent=2, sort_keys=True))
         return

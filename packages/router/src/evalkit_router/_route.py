@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import cast
 
@@ -371,10 +371,12 @@ def route_live(
     max_tokens: int = 1024,
     concurrency: int = 8,
     home: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[LiveDecision]:
     """Route each task through the model layer: cheapest eligible model first, escalating on public failure.
 
     Hidden (and banked adversarial) tests are graded only after the answer is served, for the report.
+    ``progress(done, total)`` is told after each task is served.
     """
     import asyncio
 
@@ -383,9 +385,11 @@ def route_live(
 
     async def go(sandbox: Sandbox) -> list[LiveDecision]:
         gate = asyncio.Semaphore(concurrency)
+        done = 0
         async with ModelClient(home=home) as client:
 
             async def one(task: Task) -> LiveDecision:
+                nonlocal done
                 order = route_order(calibration, task.id, threshold)
                 tried: list[str] = []
                 cost = Decimal(0)
@@ -399,6 +403,9 @@ def route_live(
                     if verdict.infra_error is None and verdict.all_public:
                         break
                 assert verdict is not None
+                done += 1
+                if progress is not None:
+                    progress(done, len(tasks))
                 return LiveDecision(
                     task.id, tuple(tried), tried[-1], verdict.all_public, verdict.all_hidden, cost, verdict.infra_error
                 )

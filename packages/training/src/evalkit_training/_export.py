@@ -11,7 +11,7 @@ The campaign's rollouts are read straight from the store's ``campaigns``/``rollo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, cast, get_args
 
@@ -149,6 +149,13 @@ def _check_stored(
         )
 
 
+def _out_of(progress: Callable[[int, int], None], total: int) -> Callable[[int, int], None]:
+    def report(done: int, _n: int) -> None:
+        progress(done, total)
+
+    return report
+
+
 def score_rollouts(
     records: Sequence[RolloutRecord],
     tasks: Sequence[Task],
@@ -161,6 +168,7 @@ def score_rollouts(
     regrade: bool = False,
     bank_digest: str | None = None,
     required_isolation: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[ScoredRollout]:
     """Reward and hacking checks for each record, in order.
 
@@ -170,6 +178,7 @@ def score_rollouts(
     are graded now in the sandbox. A rollout graded under weaker isolation than ``required_isolation`` (see
     :func:`weaker_isolation`) gets no reward (``None``) and is marked ``weaker_isolation``. Raises
     :class:`RewardError` for unknown tasks and task digests that changed.
+    ``progress(done, total)`` counts the rollouts graded now and then every rollout checked.
     """
     by_id = {t.id: t for t in tasks}
     if settings is None:
@@ -204,12 +213,14 @@ def score_rollouts(
             isolations.append(r.isolation)
     if todo:
         items = [(by_id[records[i].task_id], records[i].completion, adv_of[records[i].task_id]) for i in todo]
+        total = len(todo) + len(records)
+        graded = None if progress is None else _out_of(progress, total)
         if sandbox is not None:
-            fresh = grade_rollouts(items, sandbox, settings)
+            fresh = grade_rollouts(items, sandbox, settings, progress=graded)
             label = sandbox.isolation.label
         else:
             with Sandbox(settings.limits, workers=workers) as box:
-                fresh = grade_rollouts(items, box, settings)
+                fresh = grade_rollouts(items, box, settings, progress=graded)
                 label = box.isolation.label
         for i, g in zip(todo, fresh, strict=True):
             gradings[i] = g
@@ -225,6 +236,8 @@ def score_rollouts(
         weaker = weaker_isolation(iso, required_isolation)
         if weaker:
             reward = attrs.evolve(reward, value=None)
+        if progress is not None and (i % 64 == 63 or i == len(records) - 1):
+            progress(len(todo) + i + 1, len(todo) + len(records))
         out.append(
             ScoredRollout(
                 record=r,

@@ -1,5 +1,5 @@
 """A real training loop, offline and on CPU: TRL's ``GRPOTrainer`` with evalkit's sandboxed verifier reward on a
-campaign's prompts (the optional extra ``evalkit[train]``: TRL, transformers, torch).
+campaign's prompts (the optional extra ``evalkit-harness[train]``: TRL, transformers, torch).
 
 By default the policy is a tiny causal language model built here from a config (random weights) with a
 byte-level tokenizer built in code, so nothing is downloaded; ``model=PATH`` loads a real open-weights model from
@@ -39,7 +39,7 @@ __all__ = ["TRAIN_EXTRA_HINT", "GrpoResult", "GrpoSettings", "tiny_model", "tiny
 RECEIPT_VERSION = 1
 TRAIN_EXTRA_HINT = (
     "evalkit train needs the optional extra 'train' (TRL, transformers, torch CPU): "
-    "uv sync --all-packages --extra train, or pip install 'evalkit[train]'"
+    "uv sync --all-packages --extra train, or pip install 'evalkit-harness[train]'"
 )
 _SPECIALS = ("<pad>", "<s>", "</s>")
 

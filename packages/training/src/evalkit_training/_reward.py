@@ -185,6 +185,7 @@ def grade_rollouts(
     settings: VerifierSettings | None = None,
     *,
     extract: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Grading]:
     """Grade ``(task, completion, adversarial tests)`` triples with the real verifier, in one sandbox pass.
 
@@ -200,7 +201,7 @@ def grade_rollouts(
             widened.append((task, text))
     out: list[Grading] = []
     for (task, _, _), verdict in zip(
-        items, grade_many(widened, sandbox, settings, extract=extract), strict=True
+        items, grade_many(widened, sandbox, settings, extract=extract, progress=progress), strict=True
     ):
         n_hidden = len(task.hidden_tests) if isinstance(task, CodeTask) else len(task.hidden_assertions)
         adversarial = tuple(

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 import polars as pl
 
-from evalkit_core._calendar import sec_business_days
+from evalkit_core._calendar import CALENDAR_SPAN, sec_business_days
 from evalkit_core._clocks import with_entry
 from evalkit_core._errors import ConfigError, ReleaseError
 from evalkit_core._release import Filing, write_release
@@ -384,12 +384,17 @@ def _provenance(
     }
 
 
+# The farthest a window may reach when its end is 'latest': the calendar's last day.
+_LATEST_BOUND = CALENDAR_SPAN[1]
+BUILD_FILE = "build.json"
+
+
 def build_edgar_release(
     out: str | Path,
     *,
     name: str,
     start: dt.date,
-    end: dt.date,
+    end: dt.date | None,
     submissions: Path | None = None,
     index: Path | None = None,
     tickers: Path | None = None,
@@ -397,9 +402,15 @@ def build_edgar_release(
     overwrite: bool = False,
     progress: ProgressFn | None = None,
     key_seed: str = "",
+    built_on: dt.date | None = None,
 ) -> EdgarBuild:
     """Build a release from EDGAR inputs and write it atomically to ``out``. Same inputs (and ``key_seed``), same
-    bytes. ``key_seed`` is mixed into the row-key key and is not stored: see :mod:`evalkit_core._masks`."""
+    bytes. ``key_seed`` is mixed into the row-key key and is not stored: see :mod:`evalkit_core._masks`.
+
+    ``end=None`` ends the window at the newest filing date in the inputs (from ``start`` on), so a holdout can be
+    rebuilt as new filings arrive; the manifest records the resolved end and that it was requested so.
+    ``built_on`` (a date, the caller's "today") goes to ``build.json`` beside the manifest, outside every digest:
+    the release's bytes and content digest depend on the inputs only."""
     target = Path(out)
     if not overwrite and target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ReleaseError(
@@ -407,13 +418,18 @@ def build_edgar_release(
         )
     filings, provenance = assemble_filings(
         start=start,
-        end=end,
+        end=end if end is not None else _LATEST_BOUND,
         submissions=submissions,
         index=index,
         tickers=tickers,
         forms=forms,
         progress=progress,
     )
+    newest = max(f.partition_date for f in filings)
+    if end is None:
+        end = newest
+        provenance["window"]["end"] = end.isoformat()
+        provenance["window"]["end_requested"] = "latest: the newest filing date in the inputs"
     if progress is not None:
         progress("writing release", 0, 1)
     path = write_release(
@@ -429,6 +445,14 @@ def build_edgar_release(
     if progress is not None:
         progress("writing release", 1, 1)
     manifest_digest = _content_digest(path)
+    if built_on is not None:
+        import json
+
+        from evalkit_core._receipt import atomic_write_text
+
+        build_info = {"built_on": built_on.isoformat(), "newest_filing": newest.isoformat(),
+                      "window_end": end.isoformat(), "content_digest": manifest_digest}
+        atomic_write_text(path / BUILD_FILE, json.dumps(build_info, indent=2, sort_keys=True) + "\n")
     return EdgarBuild(
         path=path,
         name=name,

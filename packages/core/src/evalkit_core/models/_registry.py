@@ -152,6 +152,10 @@ class ModelEntry:
     timeouts: Timeouts = DEFAULT_TIMEOUTS
     as_of: str | None = None  # the date (YYYY-MM-DD) prices and context window were read from ``source``
     source: str | None = None  # where they were read (the provider's price page, its model page)
+    # The model's training cutoff and who states it (a model card, the provider's documentation): both or
+    # neither. Holdouts (``evalkit holdout plan``) and the PIT receipt's P2 slot read them.
+    training_cutoff: dt.date | None = None
+    training_cutoff_source: str | None = None
 
     @property
     def simulated(self) -> bool:
@@ -302,7 +306,31 @@ def _entry(model_id: str, table: Any, where: str) -> ModelEntry:
         timeouts=timeouts,
         as_of=as_of,
         source=source,
+        **_cutoff(t, where),
     )
+
+
+def _cutoff(t: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``training_cutoff`` (a quoted YYYY-MM-DD) and ``training_cutoff_source`` (required with it)."""
+    raw = t.get("training_cutoff")
+    source = t.get("training_cutoff_source")
+    if raw is None:
+        if source is not None:
+            raise RegistryError(f"{where}: field 'training_cutoff_source' given without 'training_cutoff'")
+        return {}
+    # A quoted string, not a TOML date: the registry's content is hashed as JSON.
+    try:
+        day = dt.date.fromisoformat(raw) if isinstance(raw, str) else None
+    except ValueError:
+        day = None
+    if day is None:
+        raise RegistryError(f"{where}: field 'training_cutoff' = {raw!r}; expected a quoted date such as \"2024-06-30\"")
+    if not isinstance(source, str) or not source.strip():
+        raise RegistryError(
+            f"{where}: field 'training_cutoff_source' is missing; expected who states the cutoff "
+            "(a model card, the provider's documentation)"
+        )
+    return {"training_cutoff": day, "training_cutoff_source": source.strip()}
 
 
 def _check_hosts(below: Mapping[str, Any], models: Mapping[str, Any], source: str) -> None:

@@ -280,11 +280,11 @@ def resolve_agent(spec: str) -> Agent:
     return _FunctionAgent(who, call, AgentOrigin("spec", spec=spec))
 
 
-INSPECT_EXTRA = "the Inspect AI integration needs the optional extra evalkit[inspect] (pip install 'evalkit[inspect]')"
+INSPECT_EXTRA = "the Inspect AI integration needs the optional extra evalkit-harness[inspect] (pip install 'evalkit-harness[inspect]')"
 
 
 def inspect_available() -> bool:
-    """Whether Inspect AI (the optional extra ``evalkit[inspect]``) is installed, found without importing it."""
+    """Whether Inspect AI (the optional extra ``evalkit-harness[inspect]``) is installed, found without importing it."""
     return module_location("inspect_ai") is not None
 
 

@@ -14,11 +14,15 @@ from typing import Any
 
 from evalkit_core import digest, file_digest
 
-__all__ = ["LIBRARIES", "agent_code", "environment", "harness_block", "harness_source_files"]
+__all__ = ["HARNESS_DISTRIBUTION", "LIBRARIES", "agent_code", "environment", "harness_block", "harness_source_files"]
+
+# The distribution that ships the ``evalkit`` and ``pit_harness`` import names (``evalkit`` on the package index
+# is an unrelated project).
+HARNESS_DISTRIBUTION = "evalkit-harness"
 
 # The libraries whose versions decide what a run computes: frames, Parquet, the calendar, signatures, JSON.
 LIBRARIES = (
-    "evalkit",
+    HARNESS_DISTRIBUTION,
     "evalkit-core",
     "polars",
     "pyarrow",
@@ -67,7 +71,7 @@ def harness_block() -> dict[str, Any]:
     files = harness_source_files()
     return {
         "name": HARNESS_NAME,
-        "version": _version("evalkit") or "0+unknown",
+        "version": _version(HARNESS_DISTRIBUTION) or "0+unknown",
         "source_sha256": digest({name: file_digest(path) for name, path in sorted(files.items())}),
         "source_files": len(files),
     }

@@ -33,7 +33,7 @@ INPUT_FIELDS = frozenset({"bundle_path", "prices_path"})
 LOCATION_FIELDS = INPUT_FIELDS | OUTPUT_FIELDS
 _STRING_FIELDS = ("bundle_path", "agent", "network_policy", "trajectory_path", "receipt_path")
 _OPTIONAL_STRING_FIELDS = (
-    "start", "end", "model_version", "training_cutoff", "prices_path", "price_source", "prices_pulled_at",
+    "start", "end", "model_version", "training_cutoff", "training_cutoff_source", "prices_path", "price_source", "prices_pulled_at",
 )
 
 
@@ -74,6 +74,9 @@ class RunConfig:
     network_policy: str = attrs.field(default="abort", converter=_policy)
     model_version: str | None = attrs.field(default=None, converter=_opt_str)
     training_cutoff: str | None = attrs.field(default=None, converter=_opt_str)
+    # Who states the cutoff (a model card, the registry's entry); left out of the digest when not given, so a
+    # config that does not use it keeps the digest it had before the field existed.
+    training_cutoff_source: str | None = attrs.field(default=None, converter=_opt_str)
     prices_path: str | None = attrs.field(default=None, converter=_opt_str)
     price_source: str | None = attrs.field(default=None, converter=_opt_str)
     prices_pulled_at: str | None = attrs.field(default=None, converter=_opt_str)
@@ -117,6 +120,8 @@ class RunConfig:
                     dt.date.fromisoformat(value)
                 except ValueError:
                     raise ConfigError(f"{field}: expected a date YYYY-MM-DD, got {value!r}") from None
+        if self.training_cutoff_source is not None and self.training_cutoff is None:
+            raise ConfigError("training_cutoff_source: given without training_cutoff")
         if self.prices_path is not None and not self.price_source:
             raise ConfigError("price_source: required when prices_path is given (say where the prices came from)")
 
@@ -148,7 +153,10 @@ class RunConfig:
 
     def digest_view(self) -> dict[str, Any]:
         """The fields the config digest covers (everything but locations)."""
-        return {k: v for k, v in self.to_json().items() if k not in LOCATION_FIELDS}
+        view = {k: v for k, v in self.to_json().items() if k not in LOCATION_FIELDS}
+        if view["training_cutoff_source"] is None:
+            del view["training_cutoff_source"]
+        return view
 
     def digest(self) -> str:
         return digest(self.digest_view())

@@ -18,7 +18,7 @@ are answered that way).
 Inside the wall an agent process may not create sockets (seccomp) or threads (one process, one thread), so the
 solver runs on an event loop whose wake-up channel is a pipe instead of asyncio's socket pair.
 
-This module imports Inspect AI (the optional extra ``evalkit[inspect]``); evalkit imports it only when an Inspect
+This module imports Inspect AI (the optional extra ``evalkit-harness[inspect]``); evalkit imports it only when an Inspect
 agent or tool is asked for.
 """
 

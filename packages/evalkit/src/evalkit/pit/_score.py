@@ -24,6 +24,7 @@ from typing import Any, cast
 import attrs
 
 from evalkit.pit._config import RECEIPT_NETWORK_POLICY, RunConfig
+from evalkit.pit._holdout import post_cutoff as holdout_rule
 from evalkit.pit._probe import score_answer
 from evalkit_core import Calendar, Clock, Release, Session
 
@@ -379,6 +380,14 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
     first, window_end = inp.sessions[0].date, inp.sessions[-1].date
     cutoff = dt.date.fromisoformat(cfg.training_cutoff) if cfg.training_cutoff else None
     ends_before_cutoff = (window_end < cutoff) if cutoff else None
+    # A holdout only when the whole window comes after the cutoff: a window that touches it is never one.
+    post_cutoff = holdout_rule(first, cutoff)
+    holdout_models = (
+        [{"model": cfg.model_version, "training_cutoff": cfg.training_cutoff,
+          "source": cfg.training_cutoff_source, "post_cutoff": post_cutoff}]
+        if cutoff
+        else []
+    )
     gaps: list[str] = []
     if not cfg.model_version:
         gaps.append("P1_model_version")
@@ -432,8 +441,12 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
             "P1_model_version": {"declared": cfg.model_version, "reported": list(score.reported_models)},
             "P2_training_cutoff": {
                 "declared": cfg.training_cutoff,
+                "source": cfg.training_cutoff_source,
+                "window_start": first.isoformat(),
                 "window_end": window_end.isoformat(),
                 "window_ends_before_cutoff": ends_before_cutoff,
+                "post_cutoff": post_cutoff,
+                "models": holdout_models,
             },
             "P3_retrieval_timestamps": {
                 "tool_calls": score.tool_calls,
