@@ -137,3 +137,20 @@ def test_help_names_every_rule():
     for option in ("--baseline", "--policy", "--write-baseline", "--json", "--bundle", "--prices"):
         assert option in text
     assert all(rule in text for rule in RULES if rule != "verify")
+
+
+def _pit_body(post_cutoff):
+    models = [] if post_cutoff is None else [
+        {"model": "m", "training_cutoff": "2023-01-31", "source": None, "post_cutoff": post_cutoff}]
+    return {"kind": "pit_run", "cells": [], "network": {"egress_attempts": 0}, "probe": {"verdict": "mask_holds"},
+            "contamination": {}, "binding": {"bundle_content_digest": "d", "calendar_sha256": "c"},
+            "protocol": {"P2_training_cutoff": {"window_ends_before_cutoff": False, "models": models}}}
+
+
+@pytest.mark.parametrize(("now", "fails"), [(True, False), (False, True), (None, True)])
+def test_a_holdout_that_stops_being_one_fails(now, fails):
+    base = metrics_of(_pit_body(True))
+    found = [(v.rule, v.message) for v in compare(base, metrics_of(_pit_body(now)))]
+    assert found == ([("holdout", f"model m: the baseline run was post-cutoff, this one is {now}")] if fails else [])
+    # A baseline that was not a holdout asks nothing of the run.
+    assert compare(metrics_of(_pit_body(False)), metrics_of(_pit_body(None))) == []

@@ -89,6 +89,7 @@ RULES: dict[str, str] = {
     "contamination": "a contamination delta moved by more than contamination_tolerance",
     "release_digest": "the release content digest changed",
     "calendar_digest": "the calendar digest changed",
+    "holdout": "a model whose baseline run was post-cutoff (a holdout) is not post-cutoff in this run",
     "pass_rate": "a pass rate fell below the baseline by more than its binomial tolerance",
     "gap": "the public-hidden gap grew by more than gap_tolerance",
     "hacking": "rollouts flagged for reward hacking (any, or more than the baseline with hacking = 'grew')",
@@ -208,6 +209,10 @@ def _pit_metrics(body: Mapping[str, Any]) -> dict[str, Any]:
         "window_ends_before_cutoff": pit_field(body, "window_ends_before_cutoff"),
         "release_digest": pit_field(body, "release_digest"),
         "calendar_digest": pit_field(body, "calendar_digest"),
+        "post_cutoff": {
+            str(m.get("model")): m.get("post_cutoff")
+            for m in cast("list[Mapping[str, Any]]", pit_field(body, "holdout_models") or [])
+        },
     }
 
 
@@ -385,6 +390,10 @@ def _pit_rules(base: Mapping[str, Any] | None, cur: Mapping[str, Any], policy: G
     for rule, label in (("release_digest", "release content digest"), ("calendar_digest", "calendar digest")):
         if base.get(rule) != cur[rule]:
             out.append(Violation(rule, f"{label} {cur[rule]}, baseline {base.get(rule)}"))
+    now = cast("dict[str, Any]", cur.get("post_cutoff") or {})
+    for model, was in sorted(cast("dict[str, Any]", base.get("post_cutoff") or {}).items()):
+        if was is True and now.get(model) is not True:
+            out.append(Violation("holdout", f"model {model}: the baseline run was post-cutoff, this one is {now.get(model)}"))
     return out
 
 
@@ -459,7 +468,7 @@ def compare(
 def rules_for(kind: str) -> Sequence[str]:
     """The rule ids that apply to a receipt kind."""
     pit = ("verify", "egress", "lookahead", "lookahead_unreachable", "rejected_picks", "probe", "cutoff", "cells",
-           "cell_return", "contamination", "release_digest", "calendar_digest")
+           "cell_return", "contamination", "release_digest", "calendar_digest", "holdout")
     if kind == PIT_KIND:
         return pit
     skip = {*pit[1:], *not_checked_for(kind)}
