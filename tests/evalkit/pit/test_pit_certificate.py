@@ -192,3 +192,14 @@ def test_json_prints_the_statement(work, cli):
     code, out, _ = cli("certify", *ARGS, "--out", "cert.json", "--json")
     assert code == 0
     assert json.loads(out) == _statement(work / "cert.json")
+
+
+def test_out_may_not_overwrite_an_input(work, cli):
+    before = (work / "run/receipt.json").read_bytes()
+    code, out, err = cli("certify", *ARGS, "--out", "run/receipt.json")
+    assert (code, out) == (2, "")
+    assert "--out" in err
+    assert (work / "run/receipt.json").read_bytes() == before
+    code, _, err = cli("gate", *ARGS, "--baseline", "run/receipt.json", "--write-baseline")
+    assert code == 2 and "--baseline" in err
+    assert (work / "run/receipt.json").read_bytes() == before

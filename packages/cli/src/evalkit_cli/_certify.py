@@ -30,8 +30,11 @@ def certify(
 
     from evalkit.pit._certificate import CertificateRefusedError, certify_receipt
     from evalkit_cli._pit import _signing_key  # pyright: ignore[reportPrivateUsage]
-    from evalkit_core import atomic_write_text
+    from evalkit_core import ConfigError, atomic_write_text
 
+    for given in (receipt, trajectory, prices):
+        if given is not None and out.resolve() == given.resolve():
+            raise ConfigError(f"--out: {out} is an input ({given}); expected a new file for the certificate")
     try:
         envelope = certify_receipt(receipt, bundle=bundle, key=_signing_key(), trajectory=trajectory, prices=prices,
                                    trusted=key)

@@ -143,6 +143,8 @@ def gate(
     from evalkit_core import atomic_write_text
 
     the_policy = load_policy(policy)  # bad input first: nothing is verified or written with a bad policy
+    if write_baseline and baseline.resolve() in {p.resolve() for p in (receipt, trajectory, prices, results) if p is not None}:
+        raise ConfigError(f"--baseline: {baseline} is an input; expected the baseline's own file")
     base = None if write_baseline else load_baseline(baseline)
     body, checks, extra = verify_any(
         receipt, bundle=bundle, trajectory=trajectory, prices=prices, results=results, tasks=tasks, key=key, home=home
