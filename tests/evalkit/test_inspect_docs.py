@@ -1,0 +1,90 @@
+"""docs/inspect.md runs as written: every python and bash block in order, in an empty directory beside a copy of
+the repository's task bank; a block starting ``# file: NAME`` is written to NAME; a ``text`` block is the output of
+the python block before it. ``console`` and ``yaml`` blocks are shown, not run (they need a provider key or a
+program that is not installed offline)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("inspect_ai", reason="the optional extra evalkit-harness[inspect] is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "inspect.md"
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <function MemoryObject:pytest.PytestUnraisableExceptionWarning"
+    ),
+]
+
+
+def test_readme_lists_the_page() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "[Inspect AI](docs/inspect.md)" in readme
+    assert "inspect eval evalkit/verifier_tasks" in readme
+
+
+@pytest.mark.slow
+def test_doc_examples_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(ROOT / "tasks", tmp_path / "tasks")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("EVALKIT_REGISTRY", "")  # restored after the test, whatever the page sets
+    namespace: dict[str, object] = {"__name__": "inspect_doc"}
+    last = ""
+    ran: list[str] = []
+    outputs: dict[str, str] = {}
+    try:
+        for n, (kind, code) in enumerate(BLOCK.findall(DOC.read_text())):
+            first, _, rest = code.partition("\n")
+            if first.startswith("# file: "):
+                (tmp_path / first.removeprefix("# file: ").strip()).write_text(rest)
+                ran.append("file")
+            elif kind == "python":
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    exec(compile(code, f"{DOC.name}[block {n}]", "exec"), namespace)  # noqa: S102
+                last = out.getvalue()
+                ran.append("python")
+            elif kind == "bash":
+                env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # what the page has set so far (the registry)
+                for line in code.strip().splitlines():
+                    argv = shlex.split(line)
+                    assert argv[:3] == ["uv", "run", "evalkit"], line
+                    res = subprocess.run([sys.executable, "-m", "evalkit_cli", *argv[3:]], cwd=tmp_path, env=env,
+                                         capture_output=True, text=True, timeout=600, check=False)
+                    if res.returncode != 0:
+                        pytest.fail(f"{line}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}", pytrace=False)
+                    last = res.stdout
+                    outputs[argv[3]] = outputs.get(argv[3], "") + res.stdout
+                ran.append("bash")
+            elif kind == "text":
+                assert last.strip().splitlines() == code.strip().splitlines(), (n, last)
+                ran.append("text")
+    finally:
+        server = namespace.get("server")
+        if server is not None:
+            server.shutdown()  # type: ignore[attr-defined]
+            server.server_close()  # type: ignore[attr-defined]
+        gc.collect()
+    assert ran.count("text") == 4
+    assert ran.count("bash") == 3
+    assert "ok        replay" in outputs["verify"]
+    assert "MISMATCH" not in outputs["verify"]
+    assert "not checked: agent code (module my_solvers sha256:" in outputs["verify"]
+    assert (tmp_path / "cli" / "receipt.json").is_file()
+    assert (tmp_path / "pit" / "receipt.json").is_file()
