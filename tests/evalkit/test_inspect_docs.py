@@ -57,7 +57,7 @@ def test_doc_examples_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             elif kind == "python":
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
-                    exec(compile(code, f"{DOC.name}[block {n}]", "exec"), namespace)  # noqa: S102
+                    exec(compile(code, f"{DOC.name}[block {n}]", "exec"), namespace)
                 last = out.getvalue()
                 ran.append("python")
             elif kind == "bash":
