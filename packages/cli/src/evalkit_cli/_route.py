@@ -97,13 +97,16 @@ def simulate(
         f"baselines    always {first.strongest}: pass {first.strongest_pass_rate:.1%} cost ${float(first.strongest_cost):.6f}   "
         f"always {first.cheapest}: pass {first.cheapest_pass_rate:.1%} cost ${float(first.cheapest_cost):.6f}"
     )
-    typer.echo(f"{'threshold':>9}  {'pass':>6}  {'Δ pts':>6}  {'cost':>10}  {'saved':>6}  {'kept':>6}  escalations  served by")
+    typer.echo(f"{'threshold':>9}  {'pass':>6}  {'95% CI':>15}  {'Δ pts':>6}  {'cost':>10}  {'saved':>6}  {'kept':>6}  escalations  served by")
     for r in reports:
         served = ", ".join(f"{m} {n}" for m, n in sorted(r.served_by.items()))
+        ci = r.ci95(r.routed_pass_rate)
+        shown = "n/a" if ci is None else f"[{ci[0]:.1%}, {ci[1]:.1%}]"
         typer.echo(
-            f"{r.threshold:>9.2f}  {r.routed_pass_rate:>6.1%}  {100 * (r.routed_pass_rate - r.strongest_pass_rate):>+6.1f}  "
+            f"{r.threshold:>9.2f}  {r.routed_pass_rate:>6.1%}  {shown:>15}  {100 * (r.routed_pass_rate - r.strongest_pass_rate):>+6.1f}  "
             f"${float(r.routed_cost):>9.6f}  {r.cost_reduction:>6.1%}  {r.quality_kept:>6.1%}  {r.escalations:>11}  {served}"
         )
+    typer.echo("pass: hidden tests over the routed decisions; 95% CI: Wilson score interval (z = 1.96)")
 
 
 @app.command("run")
@@ -136,5 +139,11 @@ def run(
     served: dict[str, int] = {}
     for d in decisions:
         served[d.served_by] = served.get(d.served_by, 0) + 1
-    typer.echo(f"routed {n} tasks at threshold {threshold}: hidden pass {hidden / n:.1%}  cost ${cost:.6f}  escalations {esc}")
+    from evalkit._stats import wilson_interval
+
+    ci = wilson_interval(hidden, n)
+    shown = "" if ci is None else f" [{ci[0]:.1%}, {ci[1]:.1%}] (Wilson 95%)"
+    typer.echo(
+        f"routed {n} tasks at threshold {threshold}: hidden pass {hidden / n:.1%}{shown}  cost ${cost:.6f}  escalations {esc}"
+    )
     typer.echo("served by  " + ", ".join(f"{m} {k}" for m, k in sorted(served.items())))

@@ -213,21 +213,37 @@ class RoutingReport:
     def quality_kept(self) -> float:
         return self.routed_pass_rate / self.strongest_pass_rate if self.strongest_pass_rate else 0.0
 
+    def ci95(self, rate: float) -> list[float] | None:
+        """The Wilson 95% interval of a pass rate over this report's decisions."""
+        from evalkit._stats import wilson_interval
+
+        ci = wilson_interval(round(rate * self.decisions), self.decisions)
+        return None if ci is None else [ci[0], ci[1]]
+
     def to_json(self) -> dict[str, JSON]:
+        from evalkit._stats import INTERVAL_METHOD
+
         return {
             "threshold": self.threshold,
             "label": self.label,
             "tasks": self.tasks,
             "decisions": self.decisions,
-            "routed": {"pass_rate": round(self.routed_pass_rate, 6), "cost_usd": format(self.routed_cost, "f")},
+            "interval_method": INTERVAL_METHOD,
+            "routed": {
+                "pass_rate": round(self.routed_pass_rate, 6),
+                "pass_rate_ci95": cast("JSON", self.ci95(self.routed_pass_rate)),
+                "cost_usd": format(self.routed_cost, "f"),
+            },
             "always_strongest": {
                 "model": self.strongest,
                 "pass_rate": round(self.strongest_pass_rate, 6),
+                "pass_rate_ci95": cast("JSON", self.ci95(self.strongest_pass_rate)),
                 "cost_usd": format(self.strongest_cost, "f"),
             },
             "always_cheapest": {
                 "model": self.cheapest,
                 "pass_rate": round(self.cheapest_pass_rate, 6),
+                "pass_rate_ci95": cast("JSON", self.ci95(self.cheapest_pass_rate)),
                 "cost_usd": format(self.cheapest_cost, "f"),
             },
             "cost_reduction": round(self.cost_reduction, 6),
