@@ -44,6 +44,8 @@ COMMANDS = dict(_leaves())
 NO_JSON: dict[str, str] = {}
 
 NOT_RUN_HERE: dict[str, str] = {
+    "certify": "needs a PIT receipt with a holdout; its --json is parsed in tests/evalkit/pit/test_pit_certificate.py",
+    "holdout plan": "needs a hand-made release; its --json is parsed in tests/evalkit/pit/test_pit_holdout.py",
     "bundle build": "needs EDGAR submissions/index fixtures; its --json is parsed in tests/cli/test_bundle_build_cli.py",
     "view": "serves until interrupted; its --json line (address and catalog) is read in tests/cli/test_view_cli.py",
     "train grpo": "trains a model (extra 'train'); its --json is parsed in tests/training/test_training_grpo.py",

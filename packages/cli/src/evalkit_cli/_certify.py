@@ -30,8 +30,12 @@ def certify(
 
     from evalkit.pit._certificate import CertificateRefusedError, certify_receipt
     from evalkit_cli._pit import _signing_key  # pyright: ignore[reportPrivateUsage]
-    from evalkit_core import ConfigError, atomic_write_text
+    from evalkit_core import ConfigError, ReceiptError, atomic_write_text, check_output_path
 
+    # bad input before anything is written (the signing key is made on first use)
+    if not receipt.is_file():
+        raise ReceiptError(f"{receipt}: receipt file not found")
+    check_output_path(out, "--out")
     for given in (receipt, trajectory, prices):
         if given is not None and out.resolve() == given.resolve():
             raise ConfigError(f"--out: {out} is an input ({given}); expected a new file for the certificate")

@@ -24,8 +24,8 @@ def grpo(
     generations: int = typer.Option(4, "--generations", min=2, help="Completions per prompt (GRPO's group)."),
     max_completion_tokens: int = typer.Option(16, "--max-completion-tokens", min=1, help="Tokens per completion."),
     max_prompts: int | None = typer.Option(None, "--max-prompts", min=1, help="Train on the first N tasks only."),
-    learning_rate: float = typer.Option(1e-4, "--learning-rate", help="The optimizer's learning rate."),
-    seed: int = typer.Option(0, "--seed", help="Seed for the model's weights, sampling and data order."),
+    learning_rate: float = typer.Option(1e-4, "--learning-rate", min=1e-12, max=1.0, help="The optimizer's learning rate."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for the model's weights, sampling and data order."),
     model: Path | None = typer.Option(
         None,
         "--model",
@@ -34,7 +34,7 @@ def grpo(
     tasks: Path | None = typer.Option(
         None, "--tasks", help="Task bank (default: the one the campaign's configuration names)."
     ),
-    workers: int | None = typer.Option(None, "--workers", help="Sandbox workers for the reward."),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Sandbox workers for the reward."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Run TRL's GRPOTrainer on CAMPAIGN's prompts with evalkit's sandboxed verifier reward, offline on the CPU;
