@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task, task
+from inspect_ai._util.package import get_installed_package_name  # pyright: ignore[reportPrivateImportUsage]
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import Solver, TaskState, generate
@@ -127,7 +128,17 @@ def evalkit_inspect_task(
     )
 
 
-@task
+def _here() -> None: ...
+
+
+# Inspect names a package's task "<package>/<name>" when the package is installed in site-packages or as an editable
+# install of a distribution of the same name; evalkit's distribution is evalkit-harness, so an editable install
+# (this repository) would register a bare "verifier_tasks". Give the full name there, so that
+# `inspect eval evalkit/verifier_tasks` finds it either way.
+_TASK_NAME = "verifier_tasks" if get_installed_package_name(_here) == "evalkit" else "evalkit/verifier_tasks"
+
+
+@task(name=_TASK_NAME)
 def verifier_tasks(bank: str = "tasks", family: str | None = None, ids: str | None = None) -> Task:
     """``inspect eval evalkit/verifier_tasks -T bank=DIR [-T family=code|structured] [-T ids=a,b]``."""
     chosen = [i for i in ids.split(",") if i] if ids else None
