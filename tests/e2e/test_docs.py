@@ -8,7 +8,8 @@ with its own `.evalkit/` home there:
   sync (``UV_NO_SYNC``) and pointed at the environment running the tests, so a ``uv run`` outside the checkout
   fails as it would for a reader. ``uv run pytest`` only collects (the suite does not run itself from here).
 - ``python`` blocks are executed in one namespace per page, in that directory.
-- ``json`` and ``toml`` blocks must parse. ``text``/``output``/untagged blocks are shown, not run; but every
+- ``json`` and ``toml`` blocks must parse; one whose info string says ``file=PATH`` is written to PATH (in the
+  copy) when the page reaches it, as a reader would save it. ``text``/``output``/untagged blocks are shown, not run; but every
   ``evalkit ...`` synopsis line in them must name a real command and only options its ``--help`` lists, and a
   ``uv ...`` command there must be in a ``bash`` block instead.
 - A block that cannot run here says so in the markdown, visibly, on the line just before it:
@@ -53,6 +54,7 @@ class Block:
     lang: str
     code: str
     skip_reason: str | None
+    file: str | None = None  # ```json file=PATH: the block is that file's content, written where it says
 
     @property
     def where(self) -> str:
@@ -68,14 +70,16 @@ def blocks(page: Path) -> list[Block]:
         if m is None:
             i += 1
             continue
-        start, lang = i, m["info"].strip().split(" ")[0].lower()
+        info = m["info"].strip().split()
+        start, lang = i, (info[0].lower() if info else "")
+        file = next((w.removeprefix("file=") for w in info[1:] if w.startswith("file=")), None)
         j = i + 1
         while j < len(lines) and lines[j].rstrip() != "```":
             j += 1
         prev = next((ln.strip() for ln in reversed(lines[:start]) if ln.strip()), "")
         skip = SKIP.match(prev)
         out.append(Block(page.name, start + 1, lang, "\n".join(lines[start + 1 : j]) + "\n",
-                         skip["reason"] if skip else None))
+                         skip["reason"] if skip else None, file))
         i = j + 1
     return out
 
@@ -238,7 +242,13 @@ def test_page_runs_as_written(page: Path, tmp_path: Path, monkeypatch: pytest.Mo
         if b.skip_reason is not None:
             not_run.append(f"{b.where} ({b.lang}): {b.skip_reason}")
             continue
-        if b.lang in SHELL:
+        if b.file is not None:
+            target = (repo / b.file).resolve()
+            assert target.is_relative_to(repo), f"{b.where}: file={b.file} is outside the working directory"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(b.code, encoding="utf-8")
+            ran += 1
+        elif b.lang in SHELL:
             _run_shell(b, repo, env)
             ran += 1
         elif b.lang in PYTHON:
