@@ -6,7 +6,8 @@ with its own `.evalkit/` home there:
 
 - ``bash``/``sh``/``shell`` blocks run under ``bash -euo pipefail``. ``uv run`` is the real uv, told not to
   sync (``UV_NO_SYNC``) and pointed at the environment running the tests, so a ``uv run`` outside the checkout
-  fails as it would for a reader. ``uv run pytest`` only collects (the suite does not run itself from here).
+  fails as it would for a reader. ``uv run pytest`` only collects (the suite does not run itself from here). A
+  command shown failing on purpose ends in ``# exit N`` and must exit with exactly N.
 - ``python`` blocks are executed in one namespace per page, in that directory.
 - ``json`` and ``toml`` blocks must parse; one whose info string says ``file=PATH`` is written to PATH (in the
   copy) when the page reaches it, as a reader would save it. ``text``/``output``/untagged blocks are shown, not run; but every
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SKIP = re.compile(r"^_Not run by the docs test: (?P<reason>.+)\._$")
 FENCE = re.compile(r"^```(?P<info>[^`]*)$")
+EXPECTED_EXIT = re.compile(r"^(?P<cmd>[^#\n]+?)\s+#\s*exit (?P<n>\d+)\b[^\n]*$", re.MULTILINE)
 LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 SHELL, PYTHON, DATA, SHOWN = {"bash", "sh", "shell"}, {"python", "py"}, {"json", "toml"}, {"text", "output", ""}
 BIN = Path(sys.executable).parent
@@ -215,7 +217,13 @@ def _shell_env(repo: Path) -> dict[str, str]:
 
 
 def _run_shell(b: Block, repo: Path, env: dict[str, str]) -> None:
-    script = b.code
+    script = b.code.replace("\\\n", " ")
+    # A command the page shows failing on purpose ends in `# exit N`: it must exit with exactly N.
+    script = EXPECTED_EXIT.sub(
+        lambda m: (f'if {m["cmd"]}; then echo "docs: expected exit {m["n"]}, got 0" >&2; exit 97; '
+                   f'else rc=$?; [ "$rc" -eq {m["n"]} ] || {{ echo "docs: expected exit {m["n"]}, got $rc" >&2; exit 98; }}; fi'),
+        script,
+    )
     # The suite does not run itself from inside itself: `uv run pytest` collects only.
     script = re.sub(r"^(\s*uv run pytest)\b(.*)$", r"\1 --collect-only -q -p no:cacheprovider", script,
                     flags=re.MULTILINE)
