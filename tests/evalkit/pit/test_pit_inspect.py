@@ -131,6 +131,17 @@ def counting():
         return state
 
     return solve
+
+
+@solver
+def around_the_gateway():
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        import urllib.request
+
+        urllib.request.urlopen("http://127.0.0.1:9/v1/chat/completions", timeout=2)  # a provider, not the gateway
+        return state
+
+    return solve
 """
 
 
@@ -326,3 +337,17 @@ def test_evalkit_run_with_an_inspect_agent_then_verify(
     assert "\n" not in line
     assert line.startswith("error: --agent:")
     assert line.endswith("'inspect:nowhere_at_all:solver@mock/inspect': cannot import module 'nowhere_at_all' (not found on the Python path)")
+
+
+@needs_bwrap
+def test_a_solver_that_goes_around_the_gateway_is_stopped_and_recorded(
+    mock_model: str, solver_module: str, synth_release_dir: Path, in_tmp: Path
+) -> None:
+    agent = from_inspect_solver(f"{solver_module}:around_the_gateway", model=mock_model)
+    result = run(agent, _cfg(synth_release_dir, agent.name, arms=("main",), end=RUN_START, probe_items=0))
+    body = result.body
+    assert body["valid"] is False
+    assert body["network"]["egress_attempts"] >= 1, (body["network"], body["agent_errors"])
+    line = next(i for i, text in enumerate(textwrap.dedent(SOLVERS).splitlines(), 1) if "urlopen(" in text)
+    assert body["network"]["attempts"][0]["call_site"].endswith(f"{solver_module}.py:{line}")  # the urlopen line
+    assert _Server.bodies == []  # nothing reached a provider
