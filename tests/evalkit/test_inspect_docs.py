@@ -32,6 +32,12 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _inspect_data_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inspect writes trace files under the user data directory: keep them out of the home directory."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
 def test_readme_lists_the_page() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "[Inspect AI](docs/inspect.md)" in readme

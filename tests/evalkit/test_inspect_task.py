@@ -46,6 +46,12 @@ CANARY = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _inspect_data_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inspect writes trace files under the user data directory: keep them out of the home directory."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
 @pytest.fixture
 def bank(tmp_path: Path) -> Path:
     """Three tasks: a canary whose hidden test is distinctive, the fixture `double`, and the fixture `person`."""

@@ -22,6 +22,12 @@ import pytest
 START, END = "2023-03-01", "2023-03-10"
 
 
+@pytest.fixture(autouse=True)
+def _inspect_data_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inspect writes trace files under the user data directory: keep them out of the home directory."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
 def _export(cli: Any, release_dir: Path, out: Path, fmt: str) -> list[dict[str, Any]]:
     code, _, err = cli("export", "--bundle", release_dir, "--arm", "shifted", "--clock", "pit", "--out", out,
                        "--format", fmt, "--forms", "8-K", "--start", START, "--end", END)
