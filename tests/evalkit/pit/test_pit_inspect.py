@@ -277,6 +277,15 @@ def test_a_solver_that_cannot_cross_the_wall_is_refused_with_how() -> None:
 
     with pytest.raises(AgentSpecError, match="importable by name"):
         from_inspect_solver(local, model="mock/inspect")
+    # an object importable by name is named by it (and rebuilt from that name inside the jail)
+    from inspect_ai.solver import generate
+
+    from evalkit.pit._agents import import_target
+
+    named = from_inspect_solver(generate, model="mock/inspect")
+    spec = named.name.removeprefix("inspect:").removesuffix("@mock/inspect")
+    assert named.name == f"inspect:{spec}@mock/inspect"
+    assert import_target(spec) is generate
     with pytest.raises(Exception, match=r"inspect:MODULE:SOLVER@MODEL"):
         resolve_agent("inspect:nomodel")
 
