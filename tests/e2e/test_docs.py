@@ -220,7 +220,14 @@ def _shell_env(repo: Path) -> dict[str, str]:
     return env
 
 
+INSTALLS = re.compile(r"^\s*(uv (sync|pip|tool|add|remove|lock)|pip3? install|python3? -m pip)\b", re.MULTILINE)
+
+
 def _run_shell(b: Block, repo: Path, env: dict[str, str]) -> None:
+    # uv is pointed at the environment running the tests: an install from a page would change it. A page's
+    # install commands need a marker (they need the index anyway).
+    installs = INSTALLS.search(b.code)
+    assert installs is None, f"{b.where}: {installs[0].strip()!r} installs packages; mark the block as not run"
     script = b.code.replace("\\\n", " ")
     # A command the page shows failing on purpose ends in `# exit N`: it must exit with exactly N.
     script = EXPECTED_EXIT.sub(
