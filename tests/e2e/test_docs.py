@@ -245,11 +245,7 @@ def _run_shell(b: Block, repo: Path, env: dict[str, str]) -> None:
 
 # Pages known to fail as a reader runs them, each with what fails: strict, so a fix turns the xfail into a failure
 # that asks for the entry to go.
-KNOWN_FAILING = {
-    "inspect.md": "inspect.md:147: `uv run evalkit run --agent inspect:my_solvers:...` cannot import my_solvers "
-                  "(the console script does not put the working directory on the path; the page's own test runs "
-                  "`python -m evalkit_cli`, which does)",
-}
+KNOWN_FAILING: dict[str, str] = {}
 
 
 def _runnable_pages() -> list[object]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,7 @@ def run(
         cfg = attrs.evolve(cfg, **overrides)
     cfg = _cutoff_from_registry(cfg)
     cfg.check_outputs()  # before any work: a run that cannot write its outputs must not start
+    _agent_modules_from_working_directory()
     try:
         the_agent = resolve_agent(cfg.agent)
     except (ConfigError, AgentSpecError) as exc:
@@ -353,3 +355,12 @@ def export(
         typer.echo(json.dumps({"samples": n, "format": fmt, "arm": arm, "clock": clock, "out": str(out)}))
         return
     typer.echo(f"wrote {n} samples ({fmt}) to {out}")
+
+
+def _agent_modules_from_working_directory() -> None:
+    """An agent named ``module:function`` (or ``inspect:MODULE:...``) is found in the working directory too, as
+    ``python -m evalkit_cli`` finds it: the ``evalkit`` console script does not put that directory on the path.
+    It goes last, so a file in the working directory never shadows an installed module."""
+    cwd = str(Path.cwd())
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.append(cwd)
