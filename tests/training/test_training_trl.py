@@ -76,7 +76,7 @@ def test_make_reward_options(rows, bank):
 def test_infra_error_is_none(rows, monkeypatch, tmp_path):
     monkeypatch.setenv("EVALKIT_HOME", str(tmp_path))
 
-    def broken(items, sandbox, settings=None, *, extract=True):
+    def broken(items, sandbox, settings=None, *, extract=True, progress=None):
         return [
             Verdict(t.id, t.digest, "sha256:x", (), (), infra_error="the sandbox template did not start")
             for t, _ in items
