@@ -244,7 +244,8 @@ def bench_pit_list(release_path: Path, calls: int) -> None:
     for label, record in (("toolbox only", nothing), ("with trajectory line", serialise)):
         tb = Toolbox(view, s_idx, record)
         tb.pit_list(limit=20)  # warm
-        view._blocks.clear()  # cold render cache: every row rendered afresh at least once
+        view.rows._blocks.clear()  # cold render caches: every row rendered afresh at least once
+        view._known.clear()
         t = time.perf_counter()
         for limit, offset, form in args:
             tb.pit_list(limit=limit, offset=offset, form=form)
