@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
-import polars as pl
 
 from evalkit.pit._config import RunConfig
 from evalkit.pit._probe import choose_items, probe_prompt
@@ -27,7 +26,7 @@ from evalkit.pit._runner import (
     run_start_event,
     session_prompt,
 )
-from evalkit.pit._toolbox import ArmRows, CellView, Toolbox, clock_order
+from evalkit.pit._toolbox import CellView, Toolbox, cell_views
 from evalkit_core import ARMS, Calendar, Clock, Release, canonical_bytes
 
 __all__ = ["EVENT_TYPES", "replay_trajectory"]
@@ -153,24 +152,15 @@ def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date]) ->
     main = release.arm("main")
     pclock = probe_clock(cfg)
     tables: dict[Clock, Mapping[str, int]] = {}
-    orders: dict[Clock, pl.DataFrame] = {}
-    for arm in (a for a in ARMS if a in cfg.arms):
-        frame = release.arm(arm)
-        rows = ArmRows(frame)  # formatted once for the arm's cells, as the run did
-        for clock_name in cfg.clocks:
+    for view in cell_views(release, [a for a in ARMS if a in cfg.arms], cfg.clocks, calendar):
+        if walk.stopped:
+            break
+        entries = tables.setdefault(view.clock, entry_table(release, view.clock, calendar))
+        walk.take("cell_start", cell_start_event(view))
+        for s_idx in indices:
             if walk.stopped:
                 break
-            clock = Clock(clock_name)
-            order = orders.get(clock)
-            if order is None:
-                order = orders[clock] = clock_order(main, clock, calendar)
-            view = CellView(arm, clock, frame, main, calendar, release.shift, rows, order)
-            entries = tables.setdefault(clock, entry_table(release, clock, calendar))
-            walk.take("cell_start", cell_start_event(view))
-            for s_idx in indices:
-                if walk.stopped:
-                    break
-                _walk_session(walk, view, s_idx, entries)
+            _walk_session(walk, view, s_idx, entries)
     if not walk.stopped and "shifted" in cfg.arms and cfg.probe_items > 0:
         view = CellView("shifted", pclock, release.arm("shifted"), main, calendar, release.shift)
         items = choose_items(list(walk.served), cfg.probe_items)

@@ -17,7 +17,6 @@ from types import MappingProxyType
 from typing import IO, Any
 
 import attrs
-import polars as pl
 
 from evalkit.pit._agents import Agent, AgentReply, AgentSpecError
 from evalkit.pit._bindings import agent_code, environment, harness_block
@@ -28,7 +27,7 @@ from evalkit.pit._jail import AgentError, AgentJail, AgentLimits, AgentProcess, 
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
 from evalkit.pit._score import RECEIPT_VERSION, BodyInputs, ScoreInputs, Scorer, assemble_body
-from evalkit.pit._toolbox import ArmRows, CellView, Toolbox, clock_order
+from evalkit.pit._toolbox import CellView, Toolbox, cell_views
 from evalkit_core import (
     ARMS,
     Calendar,
@@ -404,26 +403,17 @@ class _RunState:
     # -- cells -----------------------------------------------------------------------------------------------
 
     def run_cells(self, progress: Callable[[str, int, int], None] | None) -> None:
-        main = self.release.arm("main")
         total = len(self.config.arms) * len(self.config.clocks) * len(self.sessions)
         done = 0
-        orders: dict[Clock, pl.DataFrame] = {}  # each clock's order of the rows, computed once for its cells
-        for arm in (a for a in ARMS if a in self.config.arms):
-            frame = self.release.arm(arm)
-            rows = ArmRows(frame)  # the arm's rows are formatted once for its cells (and dropped after them)
-            for clock_name in self.config.clocks:
-                clock = Clock(clock_name)
-                order = orders.get(clock)
-                if order is None:
-                    order = orders[clock] = clock_order(main, clock, self.calendar)
-                view = CellView(arm, clock, frame, main, self.calendar, self.release.shift, rows, order)
-                try:
-                    self._run_cell(view, progress, done, total)
-                except _Stop:
-                    return
-                finally:
-                    done += len(self.sessions)
-                    self.end_process()
+        arms = [a for a in ARMS if a in self.config.arms]
+        for view in cell_views(self.release, arms, self.config.clocks, self.calendar):
+            try:
+                self._run_cell(view, progress, done, total)
+            except _Stop:
+                return
+            finally:
+                done += len(self.sessions)
+                self.end_process()
 
     def _run_cell(self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int) -> None:
         arm, clock = view.arm, str(view.clock)

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
 from evalkit.pit._tool_specs import MAX_LIMIT, TOOL_NAMES, tool_specs
-from evalkit_core import Calendar, Clock, ShiftMap, format_instant, with_entry
+from evalkit_core import Calendar, Clock, Release, ShiftMap, format_instant, with_entry
 from evalkit_core.models import Completion, Request
 
-__all__ = ["TOOL_NAMES", "ArmRows", "CellView", "Toolbox", "clock_order", "tool_specs"]
+__all__ = ["TOOL_NAMES", "ArmRows", "CellView", "Toolbox", "cell_views", "clock_order", "tool_specs"]
 
 _DISPLAY_ORDER = (
     "row_key", "form", "title", "issuer", "cik", "partition_date", "published_at", "acceptance_at",
@@ -62,6 +62,25 @@ def clock_order(main_frame: pl.DataFrame, clock: Clock, calendar: Calendar) -> p
     return entries.select("row_key", "known_at", "known_at_fallback", "entry_index", "entry_date").sort(
         ["entry_index", "known_at", "row_key"]
     )
+
+
+def cell_views(
+    release: Release, arms: Sequence[str], clocks: Sequence[str], calendar: Calendar
+) -> Iterator[CellView]:
+    """The cells of a run in its order (arm by arm, each clock within), made lazily: an arm's rows are formatted
+    once for its cells and dropped after them, and each clock's order of the rows is computed once for all arms.
+    The run and verify's replay both walk the cells through this, so they see the same views."""
+    main = release.arm("main")
+    orders: dict[Clock, pl.DataFrame] = {}
+    for arm in arms:
+        frame = release.arm(arm)
+        rows = ArmRows(frame)
+        for name in clocks:
+            clock = Clock(name)
+            order = orders.get(clock)
+            if order is None:
+                order = orders[clock] = clock_order(main, clock, calendar)
+            yield CellView(arm, clock, frame, main, calendar, release.shift, rows, order)
 
 
 class ArmRows:
