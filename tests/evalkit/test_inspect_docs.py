@@ -70,8 +70,12 @@ def test_doc_examples_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                 env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # what the page has set so far (the registry)
                 for line in code.strip().splitlines():
                     argv = shlex.split(line)
+                    line_env = dict(env)
+                    while argv and "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier():
+                        name, _, value = argv.pop(0).partition("=")  # a shell's `VAR=value command` prefix
+                        line_env[name] = value
                     assert argv[:3] == ["uv", "run", "evalkit"], line
-                    res = subprocess.run([sys.executable, "-m", "evalkit_cli", *argv[3:]], cwd=tmp_path, env=env,
+                    res = subprocess.run([sys.executable, "-m", "evalkit_cli", *argv[3:]], cwd=tmp_path, env=line_env,
                                          capture_output=True, text=True, timeout=600, check=False)
                     if res.returncode != 0:
                         pytest.fail(f"{line}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}", pytrace=False)

@@ -160,8 +160,10 @@ def test_two_processes_racing_never_exceed_the_cap(tmp_path):
         stdout, stderr = p.communicate(timeout=120)
         assert p.returncode == 0, stderr.decode()
         outs.append(json.loads(stdout))
-    assert all(o["ok"] > 5 for o in outs), outs  # both really ran
-    assert all(o["refused"] == 4 for o in outs)  # every worker ended on a refusal
+    # Both really ran to the cap: each made calls and every one of its workers ended on a refusal. How the
+    # calls split between the two is the scheduler's business (one racer once got 2 of 115 on a loaded CI).
+    assert all(o["ok"] >= 1 for o in outs), outs
+    assert all(o["refused"] == 4 for o in outs), outs
     with Store.open(home) as s:
         status = budget_status(s)
         calls = list_calls(s)
