@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         parse_clock,
         with_entry,
     )
+    from evalkit_core._jsonfile import read_json_object
     from evalkit_core._receipt import (
         Binding,
         BindingResult,
@@ -147,6 +148,7 @@ _LAZY: dict[str, str] = {
     "parse_clock": "evalkit_core._clocks",
     "parse_instant": "evalkit_core._release",
     "parse_trusted_key": "evalkit_core._signing",
+    "read_json_object": "evalkit_core._jsonfile",
     "read_receipt": "evalkit_core._receipt",
     "row_key_for": "evalkit_core._release",
     "row_key_secret": "evalkit_core._release",
@@ -237,6 +239,7 @@ __all__ = [
     "parse_clock",
     "parse_instant",
     "parse_trusted_key",
+    "read_json_object",
     "read_receipt",
     "row_key_for",
     "row_key_secret",

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 
 from evalkit_core._canonical import canonical_bytes, digest, file_digest
 from evalkit_core._errors import ConfigError, ReceiptError
+from evalkit_core._jsonfile import read_json_object
 
 if TYPE_CHECKING:
     from evalkit_core._signing import SigningKey
@@ -112,17 +112,9 @@ def write_receipt(path: str | Path, receipt: Mapping[str, Any]) -> None:
 def read_receipt(path: str | Path) -> dict[str, Any]:
     """Read a receipt and check its shape (not its hash: see :func:`check_receipt`)."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ReceiptError(f"{p}: receipt file not found") from None
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReceiptError(f"{p}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ReceiptError(f"{p}: expected a JSON object with body, body_sha256 and emitted_at")
-    receipt = cast("dict[str, Any]", data)
+    receipt = read_json_object(
+        p, ReceiptError, missing="receipt file not found", expected="a JSON object with body, body_sha256 and emitted_at"
+    )
     for field, kind in (("body", dict), ("body_sha256", str), ("emitted_at", str)):
         if not isinstance(receipt.get(field), kind):
             raise ReceiptError(f"{p}: field {field!r} missing or not a {kind.__name__}")

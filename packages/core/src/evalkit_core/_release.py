@@ -33,6 +33,7 @@ import polars as pl
 from evalkit_core._cache import cache_dir
 from evalkit_core._canonical import canonical_bytes, digest, digest_bytes, file_digest
 from evalkit_core._errors import ReleaseError
+from evalkit_core._jsonfile import read_json_object
 from evalkit_core._masks import (
     MASKS_FILE,
     SHIFT_YEARS,
@@ -390,15 +391,9 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     if not root.is_dir():
         raise ReleaseError(f"{root}: release directory not found")
     path = root / MANIFEST_FILE
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise ReleaseError(f"{path}: missing (a release directory holds release.json, arms/*.jsonl, answer_key.jsonl)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReleaseError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ReleaseError(f"{path}: expected a JSON object")
-    manifest = cast("dict[str, Any]", data)
+    manifest = read_json_object(
+        path, ReleaseError, missing="missing (a release directory holds release.json, arms/*.jsonl, answer_key.jsonl)"
+    )
     if manifest.get("format") != RELEASE_FORMAT:
         raise ReleaseError(
             f"{path}: field 'format' is {manifest.get('format')!r}, expected {RELEASE_FORMAT!r} (a release built before "

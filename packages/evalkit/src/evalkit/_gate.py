@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import attrs
 
-from evalkit_core import ConfigError
+from evalkit_core import ConfigError, read_json_object
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -281,18 +281,10 @@ def _per_solved(cost: Any, solved: Any) -> str | None:
 
 def load_baseline(path: str | Path) -> dict[str, Any]:
     """A baseline file written by ``evalkit gate --write-baseline``; ConfigError names what is wrong."""
-    import json
-
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: baseline not found (write one with `evalkit gate RECEIPT --baseline {p} --write-baseline`)") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{p}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected a JSON object")
-    d = cast("dict[str, Any]", data)
+    d = read_json_object(
+        p, missing=f"baseline not found (write one with `evalkit gate RECEIPT --baseline {p} --write-baseline`)"
+    )
     if d.get("format") != BASELINE_FORMAT:
         raise ConfigError(f"{p}: field 'format': expected {BASELINE_FORMAT!r}, got {d.get('format')!r}")
     metrics = d.get("metrics")

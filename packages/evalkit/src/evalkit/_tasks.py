@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 import attrs
 
-from evalkit_core import EvalkitError, digest
+from evalkit_core import EvalkitError, digest, read_json_object
 
 __all__ = [
     "JSON",
@@ -327,23 +327,6 @@ def _flat_messages(errors: list[Any]) -> list[str]:
 # --------------------------------------------------------------------------------------------- loading
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed in task files")
-
-
-def _read_json(path: Path) -> JSON:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskError(f"{path}: file not found") from None
-    except UnicodeDecodeError as exc:
-        raise TaskError(f"{path}: not UTF-8 ({exc.reason})") from None
-    try:
-        return cast("JSON", json.loads(text, parse_constant=_reject_constant))
-    except ValueError as exc:
-        raise TaskError(f"{path}: not valid JSON ({exc})") from None
-
-
 def _field(
     path: Path, data: Mapping[str, JSON], name: str, kind: type | tuple[type, ...], *, optional: bool = False
 ) -> JSON:
@@ -442,9 +425,7 @@ def load_task(task_dir: str | Path, bank: str | Path) -> Task:
             f"{d}: a task path must be <family>/<slug>/<NNN> with family code or structured, got {task_id!r}"
         )
     path = d / TASK_FILE
-    data = _read_json(path)
-    if not isinstance(data, dict):
-        raise TaskError(f"{path}: expected a JSON object")
+    data = read_json_object(path, TaskError, strict=True)
     family = data.get("family")
     if family != task_id.split("/", 1)[0]:
         raise TaskError(

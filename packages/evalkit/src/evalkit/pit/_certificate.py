@@ -29,6 +29,7 @@ from evalkit_core import (
     canonical_bytes,
     dsse_pae,
     file_digest,
+    read_json_object,
     read_receipt,
 )
 
@@ -223,15 +224,9 @@ def is_certificate(path: str | Path) -> bool:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: certificate not found") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a JSON certificate ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a DSSE envelope (payloadType, payload, signatures)")
-    env = cast("dict[str, Any]", data)
+    env = read_json_object(
+        path, missing="certificate not found", expected="a DSSE envelope (payloadType, payload, signatures)"
+    )
     if env.get("payloadType") != PAYLOAD_TYPE:
         raise ConfigError(f"{path}: field 'payloadType': expected {PAYLOAD_TYPE!r}, got {env.get('payloadType')!r}")
     try:

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import attrs
 
-from evalkit_core import ARMS, CLOCKS, ConfigError, digest
+from evalkit_core import ARMS, CLOCKS, ConfigError, digest, read_json_object
 
 __all__ = ["NETWORK_POLICIES", "OUTPUT_FIELDS", "RECEIPT_NETWORK_POLICY", "RunConfig", "load_config"]
 
@@ -197,17 +197,7 @@ class RunConfig:
 
 def load_config(path: str | Path) -> RunConfig:
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: config file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{p}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot be read ({exc.strerror or exc.__class__.__name__})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected a JSON object of RunConfig fields")
-    fields = dict(cast("dict[str, Any]", data))
+    fields = read_json_object(p, missing="config file not found", expected="a JSON object of RunConfig fields")
     for field in sorted(INPUT_FIELDS):
         value = fields.get(field)
         if isinstance(value, str) and value and not Path(value).is_absolute():
