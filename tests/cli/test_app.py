@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = ("polars", "pandas", "pandas_market_calendars", "jsonschema", "pyarrow", "httpx")
 
@@ -50,3 +53,27 @@ def test_shell_completion_is_on() -> None:
     env = {"_EVALKIT_COMPLETE": "complete_bash", "COMP_WORDS": "evalkit bu", "COMP_CWORD": "1", "PATH": "/usr/bin:/bin"}
     words = subprocess.run([evalkit], capture_output=True, text=True, env=env, check=False).stdout.split()
     assert sorted(words) == ["budget", "bundle"]
+
+
+# What a grading command's own process never needs: asyncio (and the ssl it pulls in) only for an event loop,
+# ctypes only inside the wall's zygote, importlib.resources not to read the zygote's sources. Each costs the
+# start of every `evalkit eval`, the path grade_humaneval.py times.
+GRADING_NEVER = ("asyncio", "ctypes", "importlib.resources", "ssl")
+
+
+def test_eval_with_the_reference_solver_imports_no_event_loop_or_ctypes(tmp_path) -> None:
+    # code tasks only: a structured task's schema check imports jsonschema (and importlib.resources with it)
+    bank = tmp_path / "bank"
+    shutil.copytree(Path(__file__).parents[1] / "evalkit" / "fixtures" / "tasks" / "code", bank / "code")
+    code = (
+        "import sys\n"
+        f"sys.argv = ['evalkit', 'eval', '--tasks', {str(bank)!r}, '--solver', 'reference', '--json']\n"
+        "from evalkit_cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        f"print(sorted(m for m in {GRADING_NEVER!r} if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert json.loads(lines[0])["summary"]["hidden_pass_rate"] == 1
+    assert lines[-1] == "[]"

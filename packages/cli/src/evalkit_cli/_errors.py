@@ -9,11 +9,11 @@ charged at its worst case by the next run, as for any process that died).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import sys
 from types import FrameType
+from typing import cast
 
 import typer
 from typer._click.exceptions import (  # typer vendors click; its exceptions live here
@@ -39,6 +39,11 @@ class _Interrupts:
     def __call__(self, _signum: int, _frame: FrameType | None) -> None:
         self.count += 1
         if self.count == 1:
+            # asyncio is imported only by the commands that run an event loop (it costs tens of milliseconds
+            # of every command's start); where it was never imported, no loop can be running
+            asyncio = sys.modules.get("asyncio")
+            if asyncio is None:
+                raise KeyboardInterrupt
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
@@ -53,6 +58,13 @@ class _Interrupts:
             return
         print("interrupted: quit at once", file=sys.stderr)
         os._exit(EXIT_INTERRUPTED)
+
+
+def _cancelled_error() -> type[BaseException]:
+    """asyncio's CancelledError when a command imported asyncio (only an event loop raises it), else
+    KeyboardInterrupt again (a harmless repeat in the except clause)."""
+    asyncio = sys.modules.get("asyncio")
+    return cast("type[BaseException]", asyncio.CancelledError) if asyncio is not None else KeyboardInterrupt
 
 
 def _usage_line(exc: UsageError) -> str:
@@ -77,7 +89,7 @@ def run_app(app: typer.Typer, prog_name: str) -> None:
     except ClickException as exc:
         print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, asyncio.CancelledError, typer.Abort):
+    except (KeyboardInterrupt, _cancelled_error(), typer.Abort):  # evaluated only when something propagates
         code = EXIT_INTERRUPTED
     if code == EXIT_INTERRUPTED:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the work has stopped: a later press must not kill the exit

@@ -11,7 +11,6 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, cast
 
@@ -252,6 +251,8 @@ Task: TypeAlias = CodeTask | StructuredTask
 
 @cache
 def _schema_text() -> str:
+    from importlib import resources  # here: grading never reads the schema, and this import costs its start
+
     return resources.files("evalkit").joinpath("schemas", "task.schema.json").read_text(encoding="utf-8")
 
 

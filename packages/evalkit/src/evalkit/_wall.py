@@ -23,7 +23,6 @@ measured by a canary job at start (a zygote whose jobs cannot start is restarted
 from __future__ import annotations
 
 import contextlib
-import ctypes.util
 import json
 import os
 import select
@@ -37,7 +36,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import cast
 
@@ -164,27 +162,43 @@ def _system_lib_dirs() -> list[str]:
 
 @cache
 def _seccomp_library() -> str | None:
+    arch = sysconfig.get_config_var("MULTIARCH") or ""
+    dirs = (f"/usr/lib/{arch}", f"/lib/{arch}", "/usr/lib64", "/usr/lib", "/lib64", "/lib")
+    # libseccomp 2's soname, looked for where the loader looks first: find_library runs ``ldconfig -p`` (a
+    # process) and imports ctypes, on the way to starting a grading command's zygotes
+    for d in dirs:
+        p = Path(d) / "libseccomp.so.2"
+        if p.exists():
+            return str(p.resolve())
+    import ctypes.util
+
     name = ctypes.util.find_library("seccomp")
     if name is None:
         return None
     if Path(name).is_absolute():
         return name
-    arch = sysconfig.get_config_var("MULTIARCH") or ""
-    for d in (f"/usr/lib/{arch}", f"/lib/{arch}", "/usr/lib64", "/usr/lib", "/lib64", "/lib"):
+    for d in dirs:
         p = Path(d) / name
         if p.exists():
             return str(p.resolve())
     return None
 
 
+def _own_source(name: str) -> str:
+    """The source of a module of this package, read as text for a zygote's command line (beside this file: a
+    zipped install could not run the wall's ``python -c`` anyway, and ``importlib.resources`` alone costs a
+    grading command's start tens of milliseconds)."""
+    return Path(__file__).with_name(name).read_text(encoding="utf-8")
+
+
 @cache
 def _zygote_source() -> str:
-    return resources.files("evalkit").joinpath("_wall_zygote.py").read_text(encoding="utf-8")
+    return _own_source("_wall_zygote.py")
 
 
 @cache
 def _codec_source() -> str:
-    return resources.files("evalkit").joinpath("_tagged.py").read_text(encoding="utf-8")
+    return _own_source("_tagged.py")
 
 
 @cache
@@ -587,7 +601,7 @@ _EARLY_LOCK = threading.Lock()
 
 
 def sandbox_payload_source() -> str:
-    return resources.files("evalkit").joinpath("_sandbox_child.py").read_text(encoding="utf-8")
+    return _own_source("_sandbox_child.py")
 
 
 def launch_early(count: int) -> None:
