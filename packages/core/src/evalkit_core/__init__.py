@@ -4,8 +4,7 @@ Names that need polars or pandas (releases, clocks, the calendar) load on first 
 (and so ``evalkit --help``) stays fast.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalkit_core._canonical import (
     canonical_bytes,
@@ -21,6 +20,7 @@ from evalkit_core._errors import (
     ReceiptError,
     ReleaseError,
 )
+from evalkit_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from evalkit_core._calendar import (
@@ -165,17 +165,7 @@ _LAZY: dict[str, str] = {
 
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'evalkit_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
