@@ -91,10 +91,11 @@ def test_doc_examples_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             server.shutdown()  # type: ignore[attr-defined]
             server.server_close()  # type: ignore[attr-defined]
         gc.collect()
-    assert ran.count("text") == 4
-    assert ran.count("bash") == 3
+    assert ran.count("text") == 5
+    assert ran.count("bash") == 4
     assert "ok        replay" in outputs["verify"]
     assert "MISMATCH" not in outputs["verify"]
     assert "not checked: agent code (module my_solvers sha256:" in outputs["verify"]
     assert (tmp_path / "cli" / "receipt.json").is_file()
     assert (tmp_path / "pit" / "receipt.json").is_file()
+    assert outputs["verify"].count("ok        replay") == 2  # the CLI run's receipt and the mockllm run's

@@ -133,6 +133,21 @@ def counting():
     return solve
 
 
+def script(input, tools, tool_choice, config):
+    # mockllm/model's custom outputs as a callable (run by the gateway, on the host side)
+    import json
+
+    from inspect_ai.model import ModelOutput
+
+    last = input[-1]
+    if last.role == "user" and "real filing date" in last.text:
+        return ModelOutput.from_content("mock-script-1", "I cannot tell.")
+    if last.role == "user":
+        return ModelOutput.for_tool_call("mock-script-1", "pit_list", {"limit": 2}, tool_call_id="c1")
+    rows = json.loads(last.text).get("rows", [])
+    return ModelOutput.for_tool_call("mock-script-1", "submit", {"row_keys": [r["row_key"] for r in rows[:1]]}, tool_call_id="c2")
+
+
 @solver
 def around_the_gateway():
     async def solve(state: TaskState, generate: Generate) -> TaskState:
@@ -360,3 +375,113 @@ def test_a_solver_that_goes_around_the_gateway_is_stopped_and_recorded(
     line = next(i for i, text in enumerate(textwrap.dedent(SOLVERS).splitlines(), 1) if "urlopen(" in text)
     assert body["network"]["attempts"][0]["call_site"].endswith(f"{solver_module}.py:{line}")  # the urlopen line
     assert _Server.bodies == []  # nothing reached a provider
+
+
+# --- Inspect's mockllm/model, served by the gateway on the host side ---------------------------------------------
+
+
+def _verify_cli(result: Any, release_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit_cli", "verify", str(result.receipt_path), "--trajectory",
+         str(result.trajectory_path), "--bundle", str(release_dir)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+@needs_bwrap
+def test_mockllm_custom_outputs_run_through_pit_via_the_gateway_and_verify(
+    solver_module: str, synth_release_dir: Path, in_tmp: Path
+) -> None:
+    from inspect_ai.model import ModelUsage
+
+    usage = ModelUsage(input_tokens=40, output_tokens=7, total_tokens=47)
+    outputs: list[ModelOutput] = []
+    for n in range(3):  # three sessions: look at the coverage, then answer with an empty list of picks
+        outputs.append(ModelOutput.for_tool_call("mock-list-1", "pit_coverage", {}, tool_call_id=f"cov{n}"))
+        outputs.append(ModelOutput.from_content("mock-list-1", "[]").model_copy(update={"usage": usage}))
+    agent = from_inspect_solver(
+        f"{solver_module}:trader", model="mockllm/model", model_args={"custom_outputs": outputs}
+    )
+    result = run(agent, _cfg(synth_release_dir, agent.name, arms=("main",), probe_items=0))
+    body = result.body
+    assert body["valid"] is True, body["agent_errors"]
+    events = _events(result.trajectory_path)
+    requests = [e for e in events if e["type"] == "model_request"]
+    calls = [e for e in events if e["type"] == "model_call"]
+    # each of the six outputs was one model call the harness recorded, in order, answered by the gateway
+    assert len(requests) == len(calls) == 6
+    assert [c["tool_calls"][0]["name"] if c["tool_calls"] else c["text"] for c in calls] == ["pit_coverage", "[]"] * 3
+    assert {c["model_id"] for c in calls} == {"mockllm/model"}
+    assert {c["reported_model"] for c in calls} == {"mock-list-1"}
+    assert all(c["simulated"] is True and c["cost_usd"] == "0" for c in calls)
+    assert [c["usage"]["output_tokens"] for c in calls][1::2] == [7, 7, 7]  # the outputs' own usage, as given
+    assert len({c["registry_digest"] for c in calls}) == 1  # the digest of the custom outputs that served them
+    assert [e["tool"] for e in events if e["type"] == "tool_call"] == ["pit_coverage"] * 3
+    assert [e["picks"] for e in events if e["type"] == "decision"] == [[]] * 3
+    assert body["protocol"]["P4_costs_and_frictions"]["model_calls"] == 6
+    assert body["protocol"]["P1_model_version"]["reported"] == ["mock-list-1"]
+    assert body["agent"]["code"]["model_id"] == "mockllm/model"
+    ver = _verify_cli(result, synth_release_dir)
+    assert ver.returncode == 0, ver.stdout + ver.stderr
+    assert "ok        replay" in ver.stdout
+
+
+@needs_bwrap
+def test_mockllm_with_a_callable_script_sees_the_tool_results_and_the_probe(
+    solver_module: str, synth_release_dir: Path, in_tmp: Path
+) -> None:
+    import importlib
+
+    script = importlib.import_module(solver_module).script
+    agent = from_inspect_solver(f"{solver_module}:trader", model="mockllm/model", model_args={"custom_outputs": script})
+    result = run(agent, _cfg(synth_release_dir, agent.name))
+    body = result.body
+    assert body["valid"] is True, body["agent_errors"]
+    events = _events(result.trajectory_path)
+    decisions = [e for e in events if e["type"] == "decision"]
+    tool_calls = [e for e in events if e["type"] == "tool_call"]
+    calls = [e for e in events if e["type"] == "model_call"]
+    assert len(decisions) == 2 * 3
+    for d, t in zip(decisions, tool_calls, strict=True):  # the script read each listing and submitted its first row
+        assert d["picks"] == [r["row_key"] for r in t["result"]["rows"][:1]]
+    assert len(calls) == 2 * len(decisions) + 1  # list and submit per session, and the probe's question
+    assert calls[-1]["text"] == "I cannot tell."
+    assert body["probe"]["verdict"] == "mask_holds"
+    assert all(c["usage"]["input_tokens"] > 0 for c in calls)  # counted by the gateway (the outputs carry none)
+    assert {c["reported_model"] for c in calls} == {"mock-script-1"}
+    ver = _verify_cli(result, synth_release_dir)
+    assert ver.returncode == 0, ver.stdout + ver.stderr
+
+
+@needs_bwrap
+def test_mockllm_outputs_that_run_out_fail_the_call_on_the_record(
+    solver_module: str, synth_release_dir: Path, in_tmp: Path
+) -> None:
+    one = [ModelOutput.from_content("mock-list-1", "[]")]
+    agent = from_inspect_solver(f"{solver_module}:trader", model="mockllm/model", model_args={"custom_outputs": one})
+    result = run(agent, _cfg(synth_release_dir, agent.name, arms=("main",), probe_items=0))
+    events = _events(result.trajectory_path)
+    assert sum(e["type"] == "model_call" for e in events) == 1
+    assert "custom_outputs ran out of values" in json.dumps(result.body["agent_errors"])
+
+
+def test_mockllm_model_args_that_cannot_reach_the_gateway_are_refused() -> None:
+    from evalkit.pit import AgentSpecError
+
+    def local(*_: Any) -> ModelOutput:
+        return ModelOutput.from_content("m", "x")
+
+    with pytest.raises(AgentSpecError, match="imports a callable by name"):
+        from_inspect_solver("m:s", model="mockllm/model", model_args={"custom_outputs": local})
+    with pytest.raises(AgentSpecError, match="generator cannot be sent"):
+        from_inspect_solver("m:s", model="mockllm/model", model_args={"custom_outputs": iter([])})
+    with pytest.raises(AgentSpecError, match=r"custom_outputs\[1\] is str"):
+        from_inspect_solver(
+            "m:s", model="mockllm/model", model_args={"custom_outputs": [ModelOutput.from_content("m", "x"), "y"]}
+        )
+    with pytest.raises(AgentSpecError, match="unknown model_args temperature"):
+        from_inspect_solver("m:s", model="mockllm/model", model_args={"temperature": 0})
+    with pytest.raises(AgentSpecError, match="registry model"):
+        from_inspect_solver("m:s", model="mock/inspect", model_args={"custom_outputs": []})
+    with pytest.raises(AgentSpecError, match="cannot find module"):
+        from_inspect_solver("m:s", model="mockllm/model", model_args={"custom_outputs": "nowhere_at_all_x:f"})

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
+from evalkit.pit._gateway import HostModel
 from evalkit.pit._tool_specs import tool_specs
 from evalkit_core import ConfigError, EvalkitError
 
@@ -34,6 +35,7 @@ __all__ = [
     "find_module",
     "from_callable",
     "from_tool_loop",
+    "host_models",
     "resolve_agent",
     "stub_agent",
 ]
@@ -63,12 +65,14 @@ class AgentOrigin:
     """How to build an agent again inside the wall: ``kind`` is ``stub``, ``inspect`` (``spec`` is the solver's
     ``module:attribute``, see :mod:`evalkit.pit._inspect`), ``callable`` (``target`` is the
     function), ``spec`` (``spec`` is ``module:attribute``), ``tool_loop`` (``target`` is the step) or ``model``
-    (``spec`` is the model id); ``options`` are the adapter's keyword arguments."""
+    (``spec`` is the model id); ``options`` are the adapter's keyword arguments. ``host_models`` are models the
+    run's gateway serves itself, outside the jail (never sent into it): Inspect's ``mockllm``."""
 
     kind: str
     target: object = None
     spec: str = ""
     options: tuple[tuple[str, Any], ...] = ()
+    host_models: tuple[HostModel, ...] = ()
 
 
 @attrs.frozen
@@ -243,6 +247,12 @@ def find_module(name: str) -> importlib.machinery.ModuleSpec | None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), list(spec.submodule_search_locations))
     return spec
+
+
+def host_models(agent: object) -> tuple[HostModel, ...]:
+    """The models ``agent``'s run has the gateway serve itself (none for most agents)."""
+    origin = getattr(agent, "origin", None)
+    return origin.host_models if isinstance(origin, AgentOrigin) else ()
 
 
 def resolve_agent(spec: str) -> Agent:

@@ -10,9 +10,14 @@ budget, retries, the store). It is reached through a socket it inherits from the
 so nothing else can connect to it. It refuses requests that turn on provider-side tools that reach the internet
 (web search, web fetch, code execution) with a clear error, and stops when the run ends.
 
+A run may also have the gateway serve a model itself, on the host side, instead of through the registry: a
+:class:`HostModel`, which the agent names (Inspect's ``mockllm/model`` with custom outputs, see
+:mod:`evalkit.pit._inspect_mock`). Its calls take the same path from the agent and are recorded the same way.
+
 Wire format: one JSON object per line each way. Request ``{"op": "complete", "model": id, "request": {...}}``
 (the JSON form of :class:`evalkit_core.models.Request`); answer ``{"ok": true, "completion": {...}}`` or
-``{"ok": false, "error_type": ..., "error": ...}``.
+``{"ok": false, "error_type": ..., "error": ...}``. Before the first request, the harness sends
+``{"op": "host", "model": id, "kind": ..., "args": {...}}`` for each host model (answer ``{"ok": true}``).
 """
 
 from __future__ import annotations
@@ -24,12 +29,17 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import attrs
 
 from evalkit_core import EvalkitError
 
-__all__ = ["FORBIDDEN_TOOLS", "Gateway", "GatewayError", "forbidden_tools"]
+if TYPE_CHECKING:
+    from evalkit_core.models import Completion, Request
+
+__all__ = ["FORBIDDEN_TOOLS", "Gateway", "GatewayError", "HostModel", "forbidden_tools"]
 
 FORBIDDEN_TOOLS = frozenset(
     {
@@ -57,6 +67,29 @@ class GatewayError(EvalkitError):
     """The gateway refused a request, or could not be started or reached."""
 
 
+@attrs.frozen
+class HostModel:
+    """A model the gateway answers itself instead of through the registry: ``kind`` names how
+    (``inspect-mockllm``: Inspect's ``mockllm``), ``args`` is plain JSON data for it."""
+
+    model_id: str
+    kind: str
+    args: Mapping[str, Any] = attrs.field(factory=dict[str, Any])
+
+
+class _Served(Protocol):
+    async def complete(self, request: Request) -> Completion: ...
+
+
+def _host(msg: Mapping[str, Any]) -> _Served:
+    kind = str(msg.get("kind"))
+    if kind == "inspect-mockllm":
+        from evalkit.pit._inspect_mock import MockModel
+
+        return MockModel(str(msg["model"]), cast("Mapping[str, Any]", msg.get("args") or {}))
+    raise GatewayError(f"unknown host model kind {kind!r}")
+
+
 def forbidden_tools(request_json: Mapping[str, Any]) -> list[str]:
     """Names (or types) of provider-side internet tools a request tries to turn on."""
     found: list[str] = []
@@ -80,11 +113,17 @@ def forbidden_tools(request_json: Mapping[str, Any]) -> list[str]:
 # --- the server process ---------------------------------------------------------------------------------------
 
 
-async def _answer(client: Any, line: bytes) -> dict[str, Any]:
+async def _answer(client: Any, hosted: dict[str, _Served], line: bytes) -> dict[str, Any]:
     from evalkit_core.models import completion_to_json, request_from_json
 
     try:
         msg = json.loads(line)
+        if msg.get("op") == "host":
+            try:
+                hosted[str(msg["model"])] = _host(msg)
+            except (ImportError, ValueError, TypeError, AttributeError) as exc:  # the mock's script, as given
+                return {"ok": False, "error_type": type(exc).__name__, "error": str(exc)}
+            return {"ok": True}
         raw = cast("dict[str, Any]", msg.get("request") or {})
         refused = forbidden_tools(raw)
         if refused:
@@ -94,7 +133,16 @@ async def _answer(client: Any, line: bytes) -> dict[str, Any]:
                 "error": "the PIT gateway refuses provider-side tools that reach the internet: "
                 + ", ".join(refused),
             }
-        completion = await client.complete(str(msg["model"]), request_from_json(raw))
+        model = str(msg["model"])
+        served = hosted.get(model)
+        if served is not None:
+            request = request_from_json(raw)
+            try:
+                completion = await served.complete(request)
+            except (ValueError, TypeError) as exc:  # the mock's script failed (ran out, not a ModelOutput)
+                return {"ok": False, "error_type": "ModelError", "error": f"{model}: {exc}"}
+        else:
+            completion = await client.complete(model, request_from_json(raw))
         return {"ok": True, "completion": completion_to_json(completion)}
     except EvalkitError as exc:
         return {"ok": False, "error_type": type(exc).__name__, "error": str(exc)}
@@ -107,13 +155,14 @@ async def _serve(fd: int) -> None:
     from evalkit_core.models import ModelClient
 
     client = ModelClient()
+    hosted: dict[str, _Served] = {}
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd), limit=_MAX_LINE)
     try:
         while True:
             line = await reader.readline()
             if not line:
                 break
-            answer = await _answer(client, line)
+            answer = await _answer(client, hosted, line)
             writer.write(json.dumps(answer).encode() + b"\n")
             await writer.drain()
     finally:
@@ -131,9 +180,11 @@ def main() -> None:
 
 
 class Gateway:
-    """Starts the gateway process on first use and stops it at the end of the run."""
+    """Starts the gateway process on first use (handing it the run's host models) and stops it at the end of
+    the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, host_models: Sequence[HostModel] = ()) -> None:
+        self.host_models = tuple(host_models)
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._file: Any = None
@@ -170,6 +221,12 @@ class Gateway:
             theirs.close()
         self._sock = mine
         self._file = mine.makefile("rwb")
+        for host in self.host_models:
+            answer = self._send({"op": "host", "model": host.model_id, "kind": host.kind, "args": dict(host.args)})
+            if not answer.get("ok"):
+                raise GatewayError(
+                    f"the model gateway cannot serve {host.model_id} ({answer.get('error_type')}): {answer.get('error')}"
+                )
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

@@ -30,7 +30,8 @@ import contextvars
 import inspect as pyinspect
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 from inspect_ai.model import (
@@ -62,6 +63,9 @@ from evalkit.pit._agents import (  # pyright: ignore[reportPrivateUsage]
     _FunctionAgent,  # pyright: ignore[reportPrivateUsage]
     import_target,
 )
+from evalkit.pit._gateway import HostModel
+from evalkit.pit._inspect_mock import KIND as MOCK_KIND
+from evalkit.pit._inspect_mock import is_mock
 from evalkit.pit._tool_specs import tool_specs
 from evalkit_core.models import Completion, Message, Request, ToolSpec
 from evalkit_core.models import ToolCall as EvalkitToolCall
@@ -305,6 +309,19 @@ class PipeEventLoop(asyncio.SelectorEventLoop):
 # --- the agent ----------------------------------------------------------------------------------------------------
 
 
+def _importable_name(obj: object) -> str | None:
+    """``module:attribute`` of an object kept at the top level of an imported module (not ``__main__``)."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if name == "__main__" or getattr(module, "__spec__", None) is None:
+            continue
+        for key, value in list(vars(module).items()):
+            if value is obj and not key.startswith("_"):
+                return f"{name}:{key}"
+    return None
+
+
 def solver_spec(solver: object) -> str:
     """``module:attribute`` for a solver given by name or as an object importable by name (a ``@solver``
     function, or a solver kept at the top level of a module); AgentSpecError otherwise."""
@@ -313,14 +330,9 @@ def solver_spec(solver: object) -> str:
         if not sep or not module or not attr:
             raise AgentSpecError(f"inspect solver {solver!r}: expected 'module:attribute'")
         return solver
-    import sys
-
-    for name, module in list(sys.modules.items()):
-        if name == "__main__" or getattr(module, "__spec__", None) is None:
-            continue
-        for key, value in list(vars(module).items()):
-            if value is solver and not key.startswith("_"):
-                return f"{name}:{key}"
+    found = _importable_name(solver)
+    if found is not None:
+        return found
     raise AgentSpecError(
         "inspect solver: a run builds the solver inside the agent's jail, so it must be importable by name: "
         "define it (or the @solver function that makes it) at the top level of a module of its own and pass "
@@ -333,16 +345,22 @@ def from_inspect_solver(
     *,
     model: str,
     solver_args: Mapping[str, Any] | None = None,
+    model_args: Mapping[str, Any] | None = None,
     max_turns: int = 16,
     name: str | None = None,
 ) -> Agent:
     """A PIT agent that runs the Inspect ``solver`` once per session with the four tools and ``submit``, its model
-    calls going to registry model ``model`` through the harness's gateway.
+    calls going to ``model`` through the harness's gateway.
 
     ``solver`` is ``"module:attribute"`` or an object importable by name: a ``Solver`` or a ``@solver`` function
-    (called with ``solver_args``, plain data, inside the jail)."""
+    (called with ``solver_args``, plain data, inside the jail). ``model`` is an evalkit registry model id, or
+    Inspect's ``mockllm/model``, which the gateway serves itself on the host side; ``model_args`` are then the
+    mock's ``custom_outputs``: a list of ``ModelOutput``, or a callable ``(input, tools, tool_choice, config) ->
+    ModelOutput`` importable by name (or ``"module:attribute"``), which runs in the gateway process, outside the
+    wall (see :mod:`evalkit.pit._inspect_mock`)."""
     if not isinstance(model, str) or not model:  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise AgentSpecError("inspect solver: model must be an evalkit registry model id")
+        raise AgentSpecError("inspect solver: model must be an evalkit registry model id or mockllm/model")
+    hosted = _host_models(model, model_args)
     spec = solver_spec(solver)
     args = dict(solver_args or {})
     try:
@@ -351,7 +369,7 @@ def from_inspect_solver(
         raise AgentSpecError(f"inspect solver {spec!r}: solver_args must be plain data ({exc})") from None
     who = name or f"inspect:{spec}@{model}"
     options = (("model", model), ("solver_args", args), ("max_turns", max_turns), ("name", who))
-    origin = AgentOrigin("inspect", spec=spec, options=options)
+    origin = AgentOrigin("inspect", spec=spec, options=options, host_models=hosted)
     state: dict[str, Any] = {}
 
     def call(prompt: str, tools: Any) -> AgentReply:  # outside a run (called directly): built on first use
@@ -361,6 +379,62 @@ def from_inspect_solver(
         return agent(prompt, tools)
 
     return _FunctionAgent(who, call, origin)
+
+
+def _host_models(model: str, model_args: Mapping[str, Any] | None) -> tuple[HostModel, ...]:
+    """Inspect's ``mockllm/...`` as a model the gateway serves (its custom outputs as plain data or a name)."""
+    args = dict(model_args or {})
+    if not is_mock(model):
+        if args:
+            raise AgentSpecError(
+                f"inspect solver: model_args are for Inspect's mockllm/model (served by the gateway); {model!r} is "
+                "a registry model, whose settings are its registry entry"
+            )
+        return ()
+    unknown = sorted(set(args) - {"custom_outputs"})
+    if unknown:
+        raise AgentSpecError(f"inspect solver: {model}: unknown model_args {', '.join(unknown)} (takes custom_outputs)")
+    outputs: object = args.get("custom_outputs")
+    if outputs is None:
+        return (HostModel(model, MOCK_KIND),)
+    where = f"inspect solver: {model}: custom_outputs"
+    if isinstance(outputs, str) or (callable(outputs) and not isinstance(outputs, ModelOutput)):
+        name = outputs if isinstance(outputs, str) else _importable_name(outputs)
+        module, sep, attr = (name or "").partition(":")
+        if name is None or not sep or not module or not attr:
+            raise AgentSpecError(
+                f"{where}: the gateway process imports a callable by name: define it at the top level of a module "
+                "of its own and pass it, or 'module:attribute'"
+            )
+        return (HostModel(model, MOCK_KIND, {"outputs_from": name, "paths": _import_root(module, where)}),)
+    if isinstance(outputs, Iterator | Generator) or not isinstance(outputs, Iterable):
+        raise AgentSpecError(
+            f"{where}: expected a list of ModelOutput or a callable importable by name (an iterator or generator "
+            "cannot be sent to the gateway process)"
+        )
+    items = list(cast("Iterable[object]", outputs))
+    for i, item in enumerate(items):
+        if not isinstance(item, ModelOutput):
+            raise AgentSpecError(f"{where}[{i}] is {type(item).__name__}; expected an Inspect ModelOutput")
+    data = [
+        o.model_dump(mode="json", exclude_none=True, exclude={"choices": {"__all__": {"message": {"id"}}}})
+        for o in cast("list[ModelOutput]", items)
+    ]
+    return (HostModel(model, MOCK_KIND, {"outputs": data}),)
+
+
+def _import_root(module: str, where: str) -> list[str]:
+    """The ``sys.path`` entry module ``module`` is found under (the gateway process is started afresh)."""
+    from evalkit.pit._agents import find_module
+
+    try:
+        found = find_module(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.has_location or not found.origin:
+        raise AgentSpecError(f"{where}: cannot find module {module!r} on the Python path")
+    levels = len(module.split(".")) + (1 if found.submodule_search_locations else 0)
+    return [str(Path(found.origin).resolve().parents[levels - 1])]
 
 
 def _make_solver(spec: str, args: Mapping[str, Any]) -> Solver:

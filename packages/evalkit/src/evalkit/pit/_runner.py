@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import attrs
 
-from evalkit.pit._agents import Agent, AgentReply, AgentSpecError
+from evalkit.pit._agents import Agent, AgentReply, AgentSpecError, host_models
 from evalkit.pit._bindings import agent_code, environment, harness_block
 from evalkit.pit._config import RunConfig
 from evalkit.pit._gateway import Gateway
@@ -304,7 +304,7 @@ class _RunState:
         self.answers = answers
         self._entries: dict[Clock, Mapping[str, int]] = {Clock(c): entry_table(release, Clock(c), calendar) for c in config.clocks}
         self.probe_clock = probe_clock(config)
-        self.gateway = Gateway()
+        self.gateway = Gateway(host_models(agent))
         self.jail: AgentJail
         self.require_netns = False
         self.proc: AgentProcess | None = None  # the agent's process for the current cell (or the probe)
