@@ -17,6 +17,7 @@ from evalkit import (
     TypeSpec,
     bank_digest,
     conforms,
+    load_task,
     load_tasks,
     parse_type,
     render_prompt,
@@ -171,6 +172,23 @@ def test_loader_refuses_bad_paths_and_family_mismatch(tmp_path):
     _write(other, "structured/ident/001", CODE)
     with pytest.raises(TaskError, match="family"):
         load_tasks(other)
+
+
+def test_task_ids_come_from_real_paths_inside_the_bank(tmp_path, monkeypatch):
+    """A bank named through a symlink, a trailing slash or a relative path gives the same ids; a task directory
+    whose real path is outside the bank (through a symlink) is refused."""
+    shutil.copytree(BANK, tmp_path / "bank")
+    (tmp_path / "alias").symlink_to(tmp_path / "bank")
+    monkeypatch.chdir(tmp_path)
+    ids = [t.id for t in load_tasks(BANK)]
+    for name in ("bank", "bank/", "alias", str(tmp_path / "alias") + "/"):
+        assert [t.id for t in load_tasks(name)] == ids
+    outside = tmp_path / "outside" / "001"
+    shutil.copytree(BANK / "code" / "double" / "001", outside)
+    (tmp_path / "bank" / "code" / "double" / "002").symlink_to(outside)
+    with pytest.raises(TaskError, match="not inside the task bank"):
+        load_task(tmp_path / "bank" / "code" / "double" / "002", "alias")
+    assert load_task(tmp_path / "alias" / "code" / "double" / "001", "bank/").id == "code/double/001"
 
 
 def test_missing_bank_is_a_task_error(tmp_path):

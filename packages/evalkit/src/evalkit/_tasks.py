@@ -8,6 +8,7 @@ The full format is in ``docs/verifiers.md``; the schema is ``evalkit/schemas/tas
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
@@ -416,11 +417,19 @@ def _assertions(path: Path, data: Mapping[str, JSON], name: str) -> tuple[Assert
 
 def load_task(task_dir: str | Path, bank: str | Path) -> Task:
     """Load one task directory; its id is its path relative to ``bank``. Raises :class:`TaskError`."""
-    d = Path(task_dir)
-    try:
-        task_id = d.resolve().relative_to(Path(bank).resolve()).as_posix()
-    except ValueError:
-        raise TaskError(f"{d}: not inside the task bank {bank}") from None
+    return _load_task(Path(task_dir), bank, os.path.realpath(bank))
+
+
+def _load_task(d: Path, bank: str | Path, bank_real: str) -> Task:
+    """:func:`load_task`, with the bank's real path resolved once by the caller (resolving both paths of each
+    task with pathlib was a third of loading a bank)."""
+    real = os.path.realpath(d)
+    if real == bank_real:
+        task_id = "."
+    elif real.startswith(bank_real.rstrip("/") + "/"):
+        task_id = Path(real[len(bank_real.rstrip("/")) + 1 :]).as_posix()
+    else:
+        raise TaskError(f"{d}: not inside the task bank {bank}")
     if not _ID_RE.match(task_id):
         raise TaskError(
             f"{d}: a task path must be <family>/<slug>/<NNN> with family code or structured, got {task_id!r}"
@@ -485,7 +494,8 @@ def load_tasks(bank: str | Path) -> list[Task]:
     root = Path(bank)
     if not root.is_dir():
         raise TaskError(f"{root}: task directory not found")
-    tasks = [load_task(d, root) for d in task_dirs(root)]
+    root_real = os.path.realpath(root)
+    tasks = [_load_task(d, root, root_real) for d in task_dirs(root)]
     if not tasks:
         raise TaskError(f"{root}: no tasks found (expected <family>/<slug>/<NNN>/task.json)")
     return tasks
