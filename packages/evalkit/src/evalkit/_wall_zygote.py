@@ -29,6 +29,7 @@ status when it reaps it. End of file on the control socket ends the zygote and e
 
 from __future__ import annotations
 
+import _signal  # pyright: ignore[reportMissingImports]  # no stub; see _child_signal
 import ctypes
 import gc
 import json
@@ -191,10 +192,20 @@ class _Seccomp:
             raise _errno_error("prctl(PR_SET_SECCOMP)")
 
 
+# rlimit names as the host sends them (``cpu``, ``nofile``, ...), resolved once here rather than in every child
+_RLIMITS = {n.removeprefix("RLIMIT_").lower(): getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")}
+
+
 def _set_limits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
-        res = getattr(resource, "RLIMIT_" + name.upper())
-        resource.setrlimit(res, (value, value))
+        resource.setrlimit(_RLIMITS[name], (value, value))
+
+
+def _child_signal(signum: int, handler: object) -> None:
+    """``signal.signal`` for a freshly cloned child, without its Python wrapper: the wrapper turns the handler it
+    is given and the one it replaces into enum members (and fails to, through a ValueError, for a function),
+    which in a child touches some sixty of the zygote's pages, each then copied (a page fault and 4 KiB)."""
+    _signal.signal(signum, handler)
 
 
 def _child_setup(req: dict[str, object], fds: list[int], settings: dict[str, object], seccomp: _Seccomp | None) -> None:
@@ -240,7 +251,7 @@ def _child_setup(req: dict[str, object], fds: list[int], settings: dict[str, obj
         raise _errno_error("prctl(NO_NEW_PRIVS)")
     if seccomp is not None:
         seccomp.load()
-    os.environ.clear()
+    # the zygote cleared its own environment at start (os.environ.clear() is a loop in Python, dear in a child)
     os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir})
 
 
@@ -283,6 +294,7 @@ def _serve() -> None:
     if settings.get("seccomp_library"):
         seccomp = _Seccomp(str(settings["seccomp_library"]), settings["seccomp"])
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.environ.clear()  # a job's environment is only what _child_setup gives it
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -330,8 +342,8 @@ def _serve() -> None:
         if pid == 0:  # pragma: no cover - the jailed child
             code = 70
             try:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _signal.set_wakeup_fd(-1)
+                _child_signal(_signal.SIGCHLD, _signal.SIG_DFL)
                 ctl.close()
                 os.close(wake_r)
                 os.close(wake_w)
