@@ -9,7 +9,6 @@ expected values never enter a model (the results files do not hold them either).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -23,30 +22,17 @@ __all__ = [
     "load_model",
     "read_jsonl",
     "trajectory_cells",
-    "wilson_interval",
 ]
 
 PIT_KIND = "pit_run"
 EVAL_KIND = "evalkit.eval"
 CAMPAIGN_KIND = "evalkit.campaign"
-Z95 = 1.959964
 
 Model = dict[str, Any]
 
 
 class ReportError(ConfigError):
     """PATH is not something a report can be made of."""
-
-
-def wilson_interval(passed: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """The Wilson score interval of a binomial proportion (95% by default); None without trials."""
-    if n <= 0:
-        return None
-    p = passed / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -473,6 +459,8 @@ def _all_pass(block: Mapping[str, Any]) -> bool:
 
 
 def _rate_block(passed: int, n: int) -> dict[str, Any]:
+    from evalkit._stats import wilson_interval
+
     ci = wilson_interval(passed, n)
     return {"passed": passed, "n": n, "rate": round(passed / n, 6) if n else None,
             "low": ci[0] if ci else None, "high": ci[1] if ci else None}
@@ -628,6 +616,7 @@ SWEEP = (0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0
 
 
 def campaign_model(name: str, *, home: Path | None) -> Model:
+    from evalkit._stats import INTERVAL_METHOD
     from evalkit_core.store import Store
     from evalkit_router import calibrate, campaign_report, digest_of_rows, split_tasks, sweep
     from evalkit_training import campaign_rollouts
@@ -635,16 +624,25 @@ def campaign_model(name: str, *, home: Path | None) -> Model:
     with Store.open(home) as store:
         report = campaign_report(store, name)
         rollouts = campaign_rollouts(store, name)
-    summary = cast("dict[str, Any]", report.to_json()["summary"])
+    as_json = report.to_json()
+    summary = cast("dict[str, Any]", as_json["summary"])
+    intervals = cast("dict[str, Any]", as_json["intervals"])
     rows = [dict(r) for r in report.rows]
     models = [str(m) for m in summary["models"]]
     task_ids = sorted({str(r["task_id"]) for r in rows})
+
+    def interval(model: str) -> dict[str, Any]:
+        return cast("dict[str, Any]", intervals["per_model"].get(model) or {})
+
     per_model = [
         {
             "model": m["model"],
             "pass@1": m["hidden_pass@1"],
+            "pass@1_ci95": interval(m["model"]).get("hidden_pass@1_ci95"),
             "public_pass@1": m["public_pass@1"],
+            "public_pass@1_ci95": interval(m["model"]).get("public_pass@1_ci95"),
             "pass@k": m["pass@k"].get(str(summary["k"])),
+            "pass@k_se": cast("dict[str, Any]", interval(m["model"]).get("pass@k_se") or {}).get(str(summary["k"])),
             "solved_tasks": m["solved_tasks"],
             "cost_usd": float(m["cost_usd"]),
             "cost_per_solved_task_usd": float(m["cost_per_solved_task_usd"]) if m["cost_per_solved_task_usd"] is not None else None,
@@ -673,12 +671,16 @@ def campaign_model(name: str, *, home: Path | None) -> Model:
                 "note": (f"calibrated on {len(cal_tasks)} tasks, evaluated out of sample on {len(eval_tasks)} "
                          "(split:0.5:0, as evalkit route simulate --sweep)"),
                 "points": [{"threshold": r.threshold, "pass_rate": round(r.routed_pass_rate, 6),
+                            "pass_rate_ci95": r.ci95(r.routed_pass_rate),
                             "cost_usd": round(float(r.routed_cost), 6), "escalations": r.escalations}
                            for r in reports],
                 "always_strong": {"model": first.strongest, "pass_rate": round(first.strongest_pass_rate, 6),
+                                  "pass_rate_ci95": first.ci95(first.strongest_pass_rate),
                                   "cost_usd": round(float(first.strongest_cost), 6)},
                 "always_cheap": {"model": first.cheapest, "pass_rate": round(first.cheapest_pass_rate, 6),
+                                 "pass_rate_ci95": first.ci95(first.cheapest_pass_rate),
                                  "cost_usd": round(float(first.cheapest_cost), 6)},
+                "method": INTERVAL_METHOD + " over the routed decisions",
             }
     else:
         frontier["note"] = "routing needs at least two models and four tasks"
@@ -708,6 +710,7 @@ def campaign_model(name: str, *, home: Path | None) -> Model:
         "title": f"campaign {name}",
         "source": {"campaign": name, "status": report.status},
         "k": summary["k"],
+        "intervals": intervals["method"],
         "tasks": summary["tasks"],
         "cost_usd": float(summary["cost_usd"]),
         "models": per_model,

@@ -62,6 +62,14 @@ def _num(value: object, path: str, fmt: str = "int") -> str:
     return f'<span class="num" data-path="{_e(path)}" data-fmt="{fmt}">{_e(_fmt(value, fmt))}</span>'
 
 
+def _interval(value: object, path: str) -> str:
+    """A 95% interval ``[low, high]`` of the model as two marked numbers (n/a when there is none)."""
+    if not isinstance(value, list | tuple) or len(cast("Sequence[object]", value)) != 2:
+        return '<span class="na">n/a</span>'
+    low, high = cast("Sequence[object]", value)
+    return f"{_num(low, path + '.0', 'pct')} to {_num(high, path + '.1', 'pct')}"
+
+
 def _sortkey(value: object) -> str:
     if isinstance(value, bool):
         return str(int(value))
@@ -363,7 +371,9 @@ def _eval(m: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, str]]:
     frows = "".join(
         f"<tr><td>{_e(f['family'])}</td><td class=r>{_num(f['rollouts'], f'families.{i}.rollouts')}</td>"
         f"<td class=r>{_num(f['public']['rate'], f'families.{i}.public.rate', 'pct')}</td>"
+        f"<td class=r>{_num(f['public']['low'], f'families.{i}.public.low', 'pct')} to {_num(f['public']['high'], f'families.{i}.public.high', 'pct')}</td>"
         f"<td class=r>{_num(f['hidden']['rate'], f'families.{i}.hidden.rate', 'pct')}</td>"
+        f"<td class=r>{_num(f['hidden']['low'], f'families.{i}.hidden.low', 'pct')} to {_num(f['hidden']['high'], f'families.{i}.hidden.high', 'pct')}</td>"
         f"<td class=r>{_num(f['gap'], f'families.{i}.gap', 'pct')}</td></tr>"
         for i, f in enumerate(fams)
     )
@@ -384,7 +394,7 @@ def _eval(m: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, str]]:
                                                               barmode="group", yaxis={"range": [0, 100], "title": {"text": "pass rate (%), 95% interval"}})}
     out.append(_section("Public-hidden gap per task family",
         f'<div class="chart" id="chart-rates"></div><table><thead><tr><th>family</th><th class=r>rollouts</th>'
-        f"<th class=r>public</th><th class=r>hidden</th><th class=r>gap</th></tr></thead><tbody>{frows}</tbody></table>", "families"))
+        f"<th class=r>public</th><th class=r>95% interval</th><th class=r>hidden</th><th class=r>95% interval</th><th class=r>gap</th></tr></thead><tbody>{frows}</tbody></table>", "families"))
     codes: dict[str, str] = {}
     trs: list[str] = []
     for i, r in enumerate(cast("list[dict[str, Any]]", m["rollouts"])):
@@ -426,7 +436,10 @@ def _campaign(m: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, str]
     models = cast("list[dict[str, Any]]", m["models"])
     mrows = "".join(
         f"<tr><td>{_e(x['model'])}</td><td class=r>{_num(x['pass@1'], f'models.{i}.pass@1', 'pct')}</td>"
-        f"<td class=r>{_num(x['pass@k'], f'models.{i}.pass@k', 'pct')}</td>"
+        f"<td class=r>{_interval(x['pass@1_ci95'], f'models.{i}.pass@1_ci95')}</td>"
+        f"<td class=r>{_num(x['public_pass@1'], f'models.{i}.public_pass@1', 'pct')}</td>"
+        f"<td class=r>{_interval(x['public_pass@1_ci95'], f'models.{i}.public_pass@1_ci95')}</td>"
+        f"<td class=r>{_num(x['pass@k'], f'models.{i}.pass@k', 'pct')} &plusmn; {_num(x['pass@k_se'], f'models.{i}.pass@k_se', 'pct')}</td>"
         f"<td class=r>{_num(x['solved_tasks'], f'models.{i}.solved_tasks')}</td>"
         f"<td class=r>{_num(x['cost_usd'], f'models.{i}.cost_usd', 'usd')}</td>"
         f"<td class=r>{_num(x['cost_per_solved_task_usd'], f'models.{i}.cost_per_solved_task_usd', 'usd')}</td>"
@@ -437,10 +450,12 @@ def _campaign(m: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, str]
         f"<p>{_num(m['tasks'], 'tasks')} tasks, K = {_num(m['k'], 'k')}, spent {_num(m['cost_usd'], 'cost_usd', 'usd')}; "
         f"status {_e(m['source']['status'])}</p>"
         '<table class="sortable" id="models"><thead><tr><th data-sort>model</th><th data-sort class=r>pass@1 (hidden)</th>'
-        "<th data-sort class=r>pass@k</th><th data-sort class=r>tasks solved</th><th data-sort class=r>cost</th>"
+        "<th class=r>95% interval</th><th data-sort class=r>pass@1 (public)</th><th class=r>95% interval</th>"
+        "<th data-sort class=r>pass@k &plusmn; SE</th><th data-sort class=r>tasks solved</th><th data-sort class=r>cost</th>"
         f"<th data-sort class=r>cost per solved task</th><th class=r>infra errors</th></tr></thead><tbody>{mrows}</tbody></table>"
-        '<p class="note">pass@1: hidden tests, mean over tasks of the share of samples passing; pass@k: unbiased '
-        "estimator at k = K; solved: public and hidden tests all pass in at least one sample.</p>", "models"))
+        '<p class="note">pass@1: mean over tasks of the share of samples passing every hidden (public) test; pass@k: '
+        "unbiased estimator at k = K, &plusmn; one standard error of the mean over tasks; solved: public and hidden "
+        f"tests all pass in at least one sample. Intervals: {_e(m['intervals'])}.</p>", "models"))
     figs: dict[str, Any] = {}
     fr = m["frontier"]
     if fr["points"]:
@@ -462,18 +477,22 @@ def _campaign(m: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, str]
         prow = "".join(
             f"<tr><td class=r>{_num(p['threshold'], f'frontier.points.{i}.threshold', 'float')}</td>"
             f"<td class=r>{_num(p['pass_rate'], f'frontier.points.{i}.pass_rate', 'pct')}</td>"
+            f"<td class=r>{_interval(p['pass_rate_ci95'], f'frontier.points.{i}.pass_rate_ci95')}</td>"
             f"<td class=r>{_num(p['cost_usd'], f'frontier.points.{i}.cost_usd', 'usd')}</td>"
             f"<td class=r>{_num(p['escalations'], f'frontier.points.{i}.escalations')}</td></tr>"
             for i, p in enumerate(pts)
         )
         frontier = (
             f'<p class="note">{_e(fr["note"])}. Always cheap: {_e(fr["always_cheap"]["model"])} '
-            f"{_num(fr['always_cheap']['pass_rate'], 'frontier.always_cheap.pass_rate', 'pct')} at "
+            f"{_num(fr['always_cheap']['pass_rate'], 'frontier.always_cheap.pass_rate', 'pct')} "
+            f"({_interval(fr['always_cheap']['pass_rate_ci95'], 'frontier.always_cheap.pass_rate_ci95')}) at "
             f"{_num(fr['always_cheap']['cost_usd'], 'frontier.always_cheap.cost_usd', 'usd')}; always strong: "
             f"{_e(fr['always_strong']['model'])} {_num(fr['always_strong']['pass_rate'], 'frontier.always_strong.pass_rate', 'pct')}"
-            f" at {_num(fr['always_strong']['cost_usd'], 'frontier.always_strong.cost_usd', 'usd')}.</p>"
+            f" ({_interval(fr['always_strong']['pass_rate_ci95'], 'frontier.always_strong.pass_rate_ci95')})"
+            f" at {_num(fr['always_strong']['cost_usd'], 'frontier.always_strong.cost_usd', 'usd')}. "
+            f"Intervals: {_e(fr['method'])}.</p>"
             '<div class="chart" id="chart-frontier"></div>'
-            "<table><thead><tr><th class=r>threshold</th><th class=r>pass</th><th class=r>cost</th>"
+            "<table><thead><tr><th class=r>threshold</th><th class=r>pass</th><th class=r>95% interval</th><th class=r>cost</th>"
             f"<th class=r>escalations</th></tr></thead><tbody>{prow}</tbody></table>"
         )
     else:

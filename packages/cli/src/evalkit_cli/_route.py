@@ -17,6 +17,14 @@ app = typer.Typer(no_args_is_help=True, help="Cost-aware routing: cheapest good-
 SWEEP = (0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 
 
+def _pct(value: object) -> str:
+    return f"{value:.1%}" if isinstance(value, int | float) else "n/a"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "n/a" if ci is None else f"[{ci[0]:.1%}, {ci[1]:.1%}]"
+
+
 def _load(campaign: str) -> tuple[list[Any], str]:
     from evalkit_core.store import Store
     from evalkit_router import campaign_report, digest_of_rows
@@ -90,23 +98,26 @@ def simulate(
     typer.echo(f"calibration  {calibrate_on}: {len(cal_tasks)} tasks, results {results_digest}  ({saved})")
     for m, q in sorted(cal.overall.items()):
         j = q.to_json()
-        typer.echo(f"  {m:<22} quality {j['quality']:.3f} (pass {j['pass_rate']:.3f}, n {j['n']})  mean cost ${float(q.mean_cost):.6f}")
+        typer.echo(f"  {m:<22} quality {j['quality']:.3f} (pass {_pct(j['pass_rate'])} {_ci(q.ci95())}, n {j['n']})  "
+                   f"mean cost ${float(q.mean_cost):.6f}")
     typer.echo(f"evaluation   {len(eval_tasks)} tasks ({label.replace('_', '-')})")
     first = reports[0]
     typer.echo(
-        f"baselines    always {first.strongest}: pass {first.strongest_pass_rate:.1%} cost ${float(first.strongest_cost):.6f}   "
-        f"always {first.cheapest}: pass {first.cheapest_pass_rate:.1%} cost ${float(first.cheapest_cost):.6f}"
+        f"baselines    always {first.strongest}: pass {first.strongest_pass_rate:.1%} "
+        f"{_ci(first.ci95(first.strongest_pass_rate))} cost ${float(first.strongest_cost):.6f}   "
+        f"always {first.cheapest}: pass {first.cheapest_pass_rate:.1%} {_ci(first.ci95(first.cheapest_pass_rate))} "
+        f"cost ${float(first.cheapest_cost):.6f}"
     )
     typer.echo(f"{'threshold':>9}  {'pass':>6}  {'95% CI':>15}  {'Δ pts':>6}  {'cost':>10}  {'saved':>6}  {'kept':>6}  escalations  served by")
     for r in reports:
         served = ", ".join(f"{m} {n}" for m, n in sorted(r.served_by.items()))
-        ci = r.ci95(r.routed_pass_rate)
-        shown = "n/a" if ci is None else f"[{ci[0]:.1%}, {ci[1]:.1%}]"
+        shown = _ci(r.ci95(r.routed_pass_rate))
         typer.echo(
             f"{r.threshold:>9.2f}  {r.routed_pass_rate:>6.1%}  {shown:>15}  {100 * (r.routed_pass_rate - r.strongest_pass_rate):>+6.1f}  "
             f"${float(r.routed_cost):>9.6f}  {r.cost_reduction:>6.1%}  {r.quality_kept:>6.1%}  {r.escalations:>11}  {served}"
         )
-    typer.echo("pass: hidden tests over the routed decisions; 95% CI: Wilson score interval (z = 1.96)")
+    typer.echo("pass: hidden tests (calibration: over its scored samples; routing: over the routed decisions); "
+               "[low, high]: Wilson score interval, 95% (z = 1.96)")
 
 
 @app.command("run")

@@ -176,8 +176,8 @@ def summarize_results(
 def summary_intervals(
     rows: Sequence[Mapping[str, JSON]], *, models: Sequence[str], k: int
 ) -> dict[str, JSON]:
-    """Per model: Wilson 95% intervals on the pooled public and hidden pass shares (passing samples over scored
-    samples; equal to pass@1 when every task has the same number of samples), and the standard error over tasks
+    """Per model: Wilson 95% intervals on the pooled public, hidden and adversarial pass shares (passing samples
+    over scored samples; equal to pass@1 when every task has the same number of samples), and the standard error over tasks
     of each pass@k. Kept out of the summary a receipt binds, so older receipts still verify."""
     from evalkit._stats import INTERVAL_METHOD, standard_error, wilson_interval
 
@@ -188,8 +188,10 @@ def summary_intervals(
         for r in scored:
             by_task.setdefault(cast("str", r["task_id"]), []).append(r)
         block: dict[str, JSON] = {}
-        for part in ("public", "hidden"):
-            ci = wilson_interval(sum(_all_pass(r, part) for r in scored), len(scored))
+        for part in ("public", "hidden", "adversarial"):
+            # adversarial: the samples of tasks that have banked adversarial tests (as adversarial pass@1)
+            mine = [r for r in scored if part != "adversarial" or cast("dict[str, int]", r[part])["total"]]
+            ci = wilson_interval(sum(_all_pass(r, part) for r in mine), len(mine))
             block[f"{part}_pass@1_ci95"] = None if ci is None else [ci[0], ci[1]]
         se: dict[str, JSON] = {}
         for j in range(1, k + 1):
@@ -530,11 +532,13 @@ def _with_se(rate: JSON, se: JSON) -> str:
 
 def render_table(summary: Mapping[str, JSON], intervals: Mapping[str, JSON] | None = None) -> list[str]:
     """The per-model table as plain text lines (fixed width); with ``intervals`` (:func:`summary_intervals`),
-    hidden pass@1 carries its Wilson 95% interval and each pass@k its standard error (a last line says so)."""
+    public, hidden and adversarial pass@1 carry their Wilson 95% intervals and each pass@k its standard error (a
+    last line says so)."""
     k = cast("int", summary["k"])
     ks = list(range(1, k + 1)) if k <= 6 else sorted({1, 2, 5, 10, k} & set(range(1, k + 1)))
     shown = intervals is not None
-    header = ["model", "pub@1", "hid@1", *(["hid@1 95% CI"] if shown else []), "adv@1", "gap",
+    header = ["model", "pub@1", *(["pub@1 95% CI"] if shown else []), "hid@1", *(["hid@1 95% CI"] if shown else []),
+              "adv@1", *(["adv@1 95% CI"] if shown else []), "gap",
               *[f"pass@{j}" for j in ks], "solved", "infra", "missing", "cost", "$/task", "$/solved"]  # fmt: skip
     per: Mapping[str, JSON] = cast("Mapping[str, JSON]", intervals["per_model"]) if intervals is not None else {}
     rows: list[list[str]] = []
@@ -546,9 +550,11 @@ def render_table(summary: Mapping[str, JSON], intervals: Mapping[str, JSON] | No
             [
                 cast("str", m["model"]),
                 _pct(m["public_pass@1"]),
+                *([_ci95(iv.get("public_pass@1_ci95"))] if shown else []),
                 _pct(m["hidden_pass@1"]),
                 *([_ci95(iv.get("hidden_pass@1_ci95"))] if shown else []),
                 _pct(m["adversarial_pass@1"]),
+                *([_ci95(iv.get("adversarial_pass@1_ci95"))] if shown else []),
                 _pct(m["gap"]),
                 *[_with_se(at_k.get(str(j)), se.get(str(j))) for j in ks],
                 f"{m['solved_tasks']}/{summary['tasks']}",

@@ -85,12 +85,20 @@ class ModelQuality:
     quality: float  # Wilson lower bound
     mean_cost: Decimal
 
+    def ci95(self) -> list[float] | None:
+        """The Wilson 95% interval of the pass rate (None without scored samples)."""
+        from evalkit._stats import wilson_interval
+
+        ci = wilson_interval(self.successes, self.n)
+        return None if ci is None else [ci[0], ci[1]]
+
     def to_json(self) -> dict[str, JSON]:
         return {
             "model": self.model,
             "n": self.n,
             "successes": self.successes,
             "pass_rate": round(self.successes / self.n, 6) if self.n else None,
+            "pass_rate_ci95": cast("JSON", self.ci95()),
             "quality": round(self.quality, 6),
             "mean_cost_usd": format(self.mean_cost, "f"),
         }
