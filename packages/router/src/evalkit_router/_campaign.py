@@ -93,6 +93,14 @@ from evalkit_router._config import (
     select_tasks,
 )
 from evalkit_router._integrity import check_rollout_costs
+from evalkit_router._status import (
+    CampaignStatus,
+    campaign_label,
+    campaign_row,
+    campaign_status,
+    load_stored_campaign,
+    stored_rollouts,
+)
 
 __all__ = [
     "CampaignStatus",
@@ -120,11 +128,6 @@ MINE_SEED = 0
 REFUSAL_RETRIES = 8
 REFUSAL_BACKOFF = 0.1
 REFUSAL_MAX_WAIT = 8.0
-
-
-def campaign_label(name: str) -> str:
-    """The label the model layer records on every call a campaign makes (``model_calls.label``)."""
-    return f"campaign:{name}"
 
 
 def rollout_key(campaign: str, model_id: str, task_id: str, task_digest: str, sample: int) -> str:
@@ -193,34 +196,6 @@ class RunOutcome:
     )
 
 
-@attrs.frozen
-class CampaignStatus:
-    name: str
-    status: str
-    planned: int
-    graded: int
-    ungraded: int  # completion stored, verdict not yet (or an infrastructure error)
-    missing: int
-    infra_errors: int
-    spent: Decimal
-    budget_usd: Decimal | None
-    file: str
-
-    def to_json(self) -> dict[str, JSON]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "planned": self.planned,
-            "graded": self.graded,
-            "ungraded": self.ungraded,
-            "missing": self.missing,
-            "infra_errors": self.infra_errors,
-            "spent_usd": str(self.spent),
-            "budget_usd": None if self.budget_usd is None else str(self.budget_usd),
-            "file": self.file,
-        }
-
-
 # --------------------------------------------------------------------------------------------- adversary
 
 
@@ -278,27 +253,6 @@ def _mine_campaign(store: Store, name: str, tasks: Sequence[Task], sandbox: Sand
 # --------------------------------------------------------------------------------------------- store
 
 
-def _campaign_row(store: Store, name: str) -> tuple[str, dict[str, JSON], str] | None:
-    with store.snapshot() as db:
-        row = db.execute(
-            "SELECT config_digest, config, status FROM campaigns WHERE campaign_id = ?", (name,)
-        ).fetchone()
-    if row is None:
-        return None
-    return cast("str", row[0]), cast("dict[str, JSON]", json.loads(row[1])), cast("str", row[2])
-
-
-def load_stored_campaign(store: Store, name: str) -> tuple[dict[str, JSON], str]:
-    """The stored config JSON and status of campaign ``name``; :class:`CampaignError` when there is none."""
-    got = _campaign_row(store, name)
-    if got is None:
-        with store.snapshot() as db:
-            names = [r[0] for r in db.execute("SELECT campaign_id FROM campaigns ORDER BY campaign_id")]
-        known = ", ".join(names) if names else "none yet"
-        raise CampaignError(f"no campaign named {name!r} in the store {store.path} (campaigns: {known})")
-    return got[1], got[2]
-
-
 def _set_status(store: Store, name: str, status: str) -> None:
     with store.transaction() as db:
         db.execute("UPDATE campaigns SET status = ? WHERE campaign_id = ?", (status, name))
@@ -310,7 +264,7 @@ def _open_campaign(
     """Insert the campaign, or check that the stored one has the same identity. Returns notes on run settings
     that changed (allowed). Raises :class:`CampaignChangedError` listing what changed otherwise."""
     ident_digest = identity_digest(ident)
-    stored = _campaign_row(store, config.name)
+    stored = campaign_row(store, config.name)
     body: dict[str, JSON] = {
         "identity": ident,
         "settings": config.settings_json(),
@@ -352,17 +306,6 @@ def _open_campaign(
                 (canonical_bytes(body).decode(), config.name),
             )
     return notes
-
-
-def _stored_rollouts(store: Store, name: str) -> dict[str, tuple[str, str | None, Decimal, str | None]]:
-    """key -> (status, infra_error, cost, adversarial set digest) of every stored rollout of the campaign."""
-    with store.snapshot() as db:
-        rows = db.execute(
-            "SELECT rollout_key, status, infra_error, cost, json_extract(result, '$.adversarial_set')"
-            " FROM rollouts WHERE campaign_id = ?",
-            (name,),
-        ).fetchall()
-    return {r[0]: (r[1], r[2], Decimal(r[3]), r[4]) for r in rows}
 
 
 def _graded_under(store: Store, name: str) -> dict[str, GradedUnder]:
@@ -458,36 +401,6 @@ def _stored_text(store: Store, key: str) -> str:
     with store.snapshot() as db:
         (raw,) = db.execute("SELECT completion FROM rollouts WHERE rollout_key = ?", (key,)).fetchone()
     return cast("str", json.loads(raw)["text"])
-
-
-def campaign_status(store: Store, name: str) -> CampaignStatus:
-    """Counts of a campaign's rollouts by state, and its spend so far."""
-    config, status = load_stored_campaign(store, name)
-    ident = cast("dict[str, JSON]", config["identity"])
-    settings = cast("dict[str, JSON]", config["settings"])
-    planned = (
-        len(cast("dict[str, JSON]", ident["models"]))
-        * len(cast("dict[str, JSON]", ident["tasks"]))
-        * cast("int", ident["k"])
-    )
-    stored = _stored_rollouts(store, name)
-    graded = sum(1 for s, infra, _, _ in stored.values() if s == "graded" and infra is None)
-    infra = sum(1 for s, e, _, _ in stored.values() if s == "graded" and e is not None)
-    budget = settings.get("budget_usd")
-    file_block = cast("dict[str, JSON]", config["file"])
-    answers = sum((c for _, _, c, _ in stored.values()), Decimal(0))
-    return CampaignStatus(
-        name=name,
-        status=status,
-        planned=planned,
-        graded=graded + infra,
-        ungraded=len(stored) - graded - infra,
-        missing=planned - len(stored),
-        infra_errors=infra,
-        spent=max(answers, charged_for_label(store, campaign_label(name))),
-        budget_usd=None if budget is None else Decimal(cast("str", budget)),
-        file=cast("str", file_block["path"]),
-    )
 
 
 # --------------------------------------------------------------------------------------------- grading
@@ -599,7 +512,7 @@ async def _run_leased(
         for line in key_routes(registry, config.models):
             announce(f"key {line}")
     plan = plan_rollouts(config.name, config.models, tasks, config.k)
-    stored = _stored_rollouts(store, config.name)
+    stored = stored_rollouts(store, config.name)
     adversarial = {t.id: adversarial_set(store, t) for t in tasks}
     adv_digests = {t: _set_digest(tests) for t, tests in adversarial.items()}
     lost = _lost_calls(store, config.name)

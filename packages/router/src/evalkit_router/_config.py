@@ -38,8 +38,9 @@ from typing import cast
 import attrs
 
 from evalkit import JSON, Task, TaskError, bank_digest, load_tasks
-from evalkit_core import EvalkitError, digest, file_digest
+from evalkit_core import digest, file_digest
 from evalkit_core.models import Timeouts, parse_timeouts
+from evalkit_router._errors import CampaignChangedError, CampaignError
 
 __all__ = [
     "CampaignChangedError",
@@ -65,14 +66,6 @@ _KEYS = {
     "timeouts",
 }
 _TASK_KEYS = {"dir", "glob", "ids"}
-
-
-class CampaignError(EvalkitError):
-    """A campaign file is malformed, names something that does not exist, or a campaign cannot be found."""
-
-
-class CampaignChangedError(CampaignError):
-    """The campaign file changed under the same name; the message lists what changed."""
 
 
 @attrs.frozen
