@@ -1,8 +1,9 @@
 """evalkit_router: campaigns (fan-out, resume, grading, reports and receipts), calibration and cost-aware
 routing."""
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evalkit_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from evalkit_router._campaign import (
@@ -102,18 +103,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'evalkit_router' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "Calibration",

@@ -6,8 +6,9 @@ Simulated models (``sim/*``) answer from ``Request.sim_context`` (a task's refer
 ``evalkit_core.models._sim`` for the seam. The PIT model gateway (a later issue) will serve ``ModelBackend``.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evalkit_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from evalkit_core.models._budget import (
@@ -132,18 +133,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'evalkit_core.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
