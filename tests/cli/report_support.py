@@ -5,7 +5,9 @@ CLI into one directory and one store."""
 from __future__ import annotations
 
 import json
+import re
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +88,69 @@ def shown(value: Any, fmt: str) -> str:
         "int": lambda v: str(int(v)),
         "float": lambda v: f"{v:.6g}",
     }[fmt](value)
+
+
+class _Text(HTMLParser):
+    """The ``data-path`` spans of a page with their text, and every other run of visible text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numbers: list[tuple[str, str, str]] = []
+        self.bare: list[str] = []
+        self._stack: list[tuple[str, str | None, str | None]] = []
+        self._span: list[list[str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in VOID:
+            return
+        a = dict(attrs)
+        self._stack.append((tag, a.get("data-path"), a.get("data-fmt")))
+        if a.get("data-path"):
+            self._span.append([a["data-path"] or "", a.get("data-fmt") or "", ""])
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._stack:
+            t, path, _ = self._stack.pop()
+            if path:
+                p, fmt, text = self._span.pop()
+                self.numbers.append((p, fmt, text))
+            if t == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self._span:
+            self._span[-1][2] += data
+        elif not any(t in {"script", "style", "title"} for t, _, _ in self._stack) and data.strip():
+            self.bare.append(data)
+
+
+VOID = {"br", "meta", "input", "img", "link", "hr", "wbr", "col", "source"}
+TOKEN = re.compile(r"[\w./:@+\-]*\d[\w./:@+\-]*")
+
+
+def page_text(html: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+    parser = _Text()
+    parser.feed(html)
+    return parser.numbers, parser.bare
+
+
+def tokens(text: str) -> set[str]:
+    return {t.strip(".,:;-+") for t in TOKEN.findall(text)} - {""}
+
+
+def assert_page_is_the_model(html: str, model: Any) -> int:
+    """Every marked number on the page is the model's number at its path, shown in its format; every other
+    digit-bearing word on the page is a word of the model's JSON (a date, an id, a digest, a message) or of the
+    page template's own text (a heading such as "pass@1"). Returns how many marked numbers there were."""
+    numbers, bare = page_text(html)
+    for path, fmt, text in numbers:
+        assert text == shown(lookup(model, path), fmt), path
+    allowed = tokens(json.dumps(model, ensure_ascii=False)) | tokens(json.dumps(model))
+    for source in TEMPLATES:
+        allowed |= tokens(source.read_text(encoding="utf-8"))
+    stray = sorted({t for chunk in bare for t in tokens(chunk)} - allowed)
+    assert stray == [], f"numbers on the page that are not in the model: {stray[:20]}"
+    return len(numbers)
+
+
+TEMPLATES = [ROOT / "packages" / "cli" / "src" / "evalkit_cli" / name for name in ("_report_html.py", "_view_server.py")]

@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_support import lookup, make_artifacts, runner, shown  # pyright: ignore[reportImplicitRelativeImport]
+from report_support import (  # pyright: ignore[reportImplicitRelativeImport]
+    assert_page_is_the_model,
+    make_artifacts,
+    runner,
+)
 
 from evalkit_cli import app
 from evalkit_core import ConfigError
@@ -97,8 +101,7 @@ def test_pit_report_grid_cumulative_and_verification(art, tmp_path):
     html = write([str(art["pit"])], tmp_path / "pit.html")
     numbers = page_numbers(html)
     assert len([p for p, _, _ in numbers if p.startswith("grid.cells.")]) == 9 * 6
-    for path, fmt, text in numbers:
-        assert text == shown(lookup(model, path), fmt), path
+    assert assert_page_is_the_model(html, model) == len(numbers)
 
 
 @pytest.mark.slow
@@ -134,8 +137,7 @@ def test_eval_report_rates_intervals_families_failures_and_code(art, tmp_path):
     ok = next(r for r in model["rollouts"] if r["task_id"].startswith("code/mean"))
     assert ok["status"] == "pass"
     html = write([str(art["eval"])], tmp_path / "eval.html")
-    for path, fmt, text in page_numbers(html):
-        assert text == shown(lookup(model, path), fmt), path
+    assert assert_page_is_the_model(html, model) > 20
     # the results file alone makes the same numbers (its code is not recorded)
     bare = report_json(str(art["results"]))
     assert bare["rates"] == model["rates"]
@@ -181,8 +183,7 @@ def test_campaign_report_models_frontier_heatmap_and_flags(art, tmp_path):
     assert len(model["rollouts"]) == 2 * 3 * 2
     assert all(r["code"] for r in model["rollouts"])
     html = write(["small", "--home", str(art["home"])], tmp_path / "camp.html")
-    for path, fmt, text in page_numbers(html):
-        assert text == shown(lookup(model, path), fmt), path
+    assert assert_page_is_the_model(html, model) > 50
 
 
 @pytest.mark.slow

@@ -17,6 +17,13 @@ from typing import Any
 
 @contextmanager
 def running_view(directory: Path, home: Path) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    with running_view_json(directory, home) as info:
+        yield info["url"], info["items"]
+
+
+@contextmanager
+def running_view_json(directory: Path, home: Path) -> Iterator[dict[str, Any]]:
+    """The view running, and the JSON line it printed (its address, the directories it read and its catalog)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", "from evalkit_cli import main; main()", "view", str(directory), "--port", "0",
          "--home", str(home), "--json"],
@@ -29,7 +36,7 @@ def running_view(directory: Path, home: Path) -> Iterator[tuple[str, list[dict[s
             raise AssertionError(f"evalkit view did not start: {proc.stderr.read() if proc.stderr else ''}")
         info = json.loads(line)
         assert info["url"].startswith("http://127.0.0.1:")
-        yield info["url"], info["items"]
+        yield info
     finally:
         proc.send_signal(signal.SIGINT)  # the view's own pid: Ctrl-C, as a person would stop it
         try:

@@ -38,7 +38,7 @@ def view_command(
     bound_host, bound_port = server.server_address[:2]
     url = f"http://{bound_host}:{bound_port}/"
     if as_json:
-        typer.echo(json.dumps({"url": url, "items": [attrs.asdict(i) for i in catalog.items]}), nl=True)
+        typer.echo(json.dumps({"url": url, "roots": catalog.roots, "items": [attrs.asdict(i) for i in catalog.items]}), nl=True)
     else:
         typer.echo(f"evalkit view: {len(catalog.items)} item(s) at {url} (read-only; Ctrl-C stops it)")
     try:
