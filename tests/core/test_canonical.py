@@ -14,7 +14,16 @@ import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit_core import CanonicalError, canonical_bytes, digest, digest_bytes, file_digest, normalize
+from evalkit_core import (
+    CanonicalError,
+    canonical_bytes,
+    canonical_object,
+    canonical_string,
+    digest,
+    digest_bytes,
+    file_digest,
+    normalize,
+)
 from strategies import json_floats, json_values
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -373,3 +382,32 @@ def test_dict_of_text_leaves_with_a_non_string_key_names_it() -> None:
         canonical_bytes({"rows": [{"a": "x", 1: "y"}]})
     # a key beyond the BMP's low range still sorts by UTF-16 code units
     assert canonical_bytes({"\U0001f600": "a", "\uffff": "b"}) == rfc8785.dumps({"\U0001f600": "a", "\uffff": "b"})
+
+
+# --- pre-encoded parts (the PIT trajectory's hot path) --------------------------------------------------------
+
+_PLAIN_KEYS = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters='"\\'), max_size=8)
+
+
+@given(st.dictionaries(_PLAIN_KEYS, json_values, max_size=8))
+def test_canonical_object_of_encoded_members_equals_canonical_bytes(d: dict[str, object]) -> None:
+    members = {k: canonical_bytes(v).decode() for k, v in d.items()}
+    assert canonical_object(members).encode() == canonical_bytes(d) == rfc8785.dumps(normalize(d))
+
+
+@given(st.text())
+def test_canonical_string_equals_canonical_bytes(s: str) -> None:
+    try:
+        expected = canonical_bytes(s)
+    except CanonicalError:  # a lone surrogate: the text is made, its encoding fails as canonical_bytes does
+        with pytest.raises(UnicodeEncodeError):
+            canonical_string(s).encode()
+        return
+    assert canonical_string(s).encode() == expected
+    assert canonical_object({"k": canonical_string(s)}).encode() == canonical_bytes({"k": s})
+
+
+@pytest.mark.parametrize("key", ['a"b', "a\\b", "\u00e9", "\n", "\U0001f600"])
+def test_canonical_object_refuses_keys_that_need_escaping_or_sort_differently(key: str) -> None:
+    with pytest.raises(ValueError, match="not plain ASCII"):
+        canonical_object({key: "1"})

@@ -51,6 +51,8 @@ EXPECTED_ALL = [
     "atomic_write_text",
     "cache_dir",
     "canonical_bytes",
+    "canonical_object",
+    "canonical_string",
     "check_bindings",
     "check_output_path",
     "check_receipt",

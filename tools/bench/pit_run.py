@@ -51,7 +51,7 @@ END = dt.date(2023, 3, 31)
 SEED = 20221101
 
 CHILD = r"""
-import json, os, sys, time
+import json, os, resource, sys, time
 t0 = time.perf_counter()
 from evalkit.pit import RunConfig, run, stub_agent
 from evalkit_core import Release, nyse
@@ -76,11 +76,12 @@ print(json.dumps({
     "sessions": body["window"]["sessions"], "rows": body["protocol"]["P5_window_provenance"]["rows"],
     "trajectory_bytes": os.path.getsize("trajectory.jsonl"),
     "timings": dict(getattr(result, "timings", {}) or {}),
+    "harness_cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
 }))
 """
 
 VERIFY_CHILD = r"""
-import json, os, sys, time
+import json, os, resource, sys, time
 spec = json.loads(sys.argv[1])
 os.chdir(spec["outdir"])
 t0 = time.perf_counter()
@@ -88,7 +89,8 @@ from evalkit.pit import verify_pit_receipt
 checks = verify_pit_receipt("receipt.json", trajectory="trajectory.jsonl", bundle=spec["release"])
 t = time.perf_counter() - t0
 bad = [f"{c.name}: {c.detail}" for c in checks if c.status == "MISMATCH"]
-print(json.dumps({"verify_s": t, "mismatches": bad, "checks": len(checks)}))
+print(json.dumps({"verify_s": t, "mismatches": bad, "checks": len(checks),
+                  "verify_cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2])}))
 """
 
 
@@ -148,10 +150,10 @@ def run_child(label: str, release: Path, forms: list[str], start: str, end: str,
     outdir = Path(tempfile.mkdtemp(prefix=f"pit-bench-{label}-", dir=workdir))
     spec = json.dumps({"release": str(release), "forms": forms, "start": start, "end": end, "outdir": str(outdir)})
     peak = {"agent_side_mb": 0.0, "total_mb": 0.0}
-    stats, wall, rss = _child(label, CHILD, spec, peak)
-    vstats, vwall, vrss = _child(f"{label}-verify", VERIFY_CHILD, spec, None)
+    stats, wall, rss, cpu = _child(label, CHILD, spec, peak)
+    vstats, vwall, vrss, vcpu = _child(f"{label}-verify", VERIFY_CHILD, spec, None)
     shutil.rmtree(outdir, ignore_errors=True)  # (b)'s trajectory alone is ~0.8 GB
-    stats.update(label=label, child_wall_s=wall, peak_rss_mb=rss)
+    stats.update(label=label, child_wall_s=wall, peak_rss_mb=rss, child_cpu_s=cpu, verify_child_cpu_s=vcpu)
     stats.update(agent_side_pss_mb=peak["agent_side_mb"], total_pss_mb=peak["total_mb"])
     stats.update(verify_s=vstats["verify_s"], verify_wall_s=vwall, verify_rss_mb=vrss, verify_mismatches=vstats["mismatches"])
     return stats
@@ -159,7 +161,9 @@ def run_child(label: str, release: Path, forms: list[str], start: str, end: str,
 
 def _child(
     label: str, code: str, spec: str, peak: dict[str, float] | None
-) -> tuple[dict[str, object], float, float]:
+) -> tuple[dict[str, object], float, float, float]:
+    """The child's last stdout line (JSON), its wall time, its peak RSS (MB) and its CPU time (user + sys, s): its
+    own and that of every descendant it waited for (the jail's zygote and, through it, the agent processes)."""
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code, spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stop = threading.Event()
@@ -178,7 +182,8 @@ def _child(
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(f"{label}: child failed ({proc.returncode}):\n{err.decode()}")
-    return json.loads(out.decode().strip().splitlines()[-1]), wall, usage.ru_maxrss / 1024
+    cpu = usage.ru_utime + usage.ru_stime
+    return json.loads(out.decode().strip().splitlines()[-1]), wall, usage.ru_maxrss / 1024, cpu
 
 
 def report(stats: dict[str, object], target_s: float, target_mb: float | None) -> None:
@@ -206,6 +211,11 @@ def report(stats: dict[str, object], target_s: float, target_mb: float | None) -
             f"{stats['agent_side_pss_mb']:.0f} MB, of harness + them {stats['total_pss_mb']:.0f} MB"
         )
     print(
+        f"      CPU (user + sys): child {stats['child_cpu_s']:.2f} s in all (harness process "
+        f"{stats['harness_cpu_s']:.2f} s, interpreter start and imports included; the rest is the jail: zygote and "
+        f"agent processes); verify child {stats['verify_child_cpu_s']:.2f} s; load average {_load()}"
+    )
+    print(
         f"      rows {stats['rows']}, sessions {stats['sessions']}, events {stats['events']}, "
         f"trajectory {int(stats['trajectory_bytes']) / 1e6:.1f} MB, main/pit trades {stats['trades_main_pit']}, "  # type: ignore[arg-type]
         f"valid {stats['valid']}"
@@ -214,6 +224,11 @@ def report(stats: dict[str, object], target_s: float, target_mb: float | None) -
         f"      verify {stats['verify_s']:.2f} s (child wall {stats['verify_wall_s']:.2f} s, peak RSS "
         f"{stats['verify_rss_mb']:.0f} MB), mismatches {stats['verify_mismatches'] or 'none'}"
     )
+
+
+def _load() -> str:
+    """The 1-, 5- and 15-minute load averages (the machine may be shared: wall times are only as good as this)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def bench_pit_list(release_path: Path, calls: int) -> None:

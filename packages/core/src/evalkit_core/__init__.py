@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from evalkit_core._canonical import (
     canonical_bytes,
+    canonical_object,
+    canonical_string,
     digest,
     digest_bytes,
     file_digest,
@@ -204,6 +206,8 @@ __all__ = [
     "atomic_write_text",
     "cache_dir",
     "canonical_bytes",
+    "canonical_object",
+    "canonical_string",
     "check_bindings",
     "check_output_path",
     "check_receipt",

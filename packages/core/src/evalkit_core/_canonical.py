@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -26,13 +26,14 @@ import rfc8785
 
 from evalkit_core._errors import CanonicalError
 
-__all__ = ["canonical_bytes", "digest", "digest_bytes", "file_digest", "normalize"]
+__all__ = ["canonical_bytes", "canonical_object", "canonical_string", "digest", "digest_bytes", "file_digest", "normalize"]
 
 _INT_LIMIT = 2**53 - 1
 _SMALL_FLOAT = 1e-4
 _ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
 _CHUNK = 1 << 20
 _TEXT_LEAVES = frozenset({str, type(None), bool})
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring  # what _ENCODER writes for a str
 
 
 def _where(path: tuple[str | int, ...]) -> str:
@@ -175,6 +176,27 @@ def canonical_bytes(value: object) -> bytes:
     except (UnicodeEncodeError, rfc8785.CanonicalizationError) as exc:
         # The fast path fails in .encode("utf-8"), the rfc8785 path raises its own error: the same user error.
         raise CanonicalError(f"string contains a lone surrogate ({exc}); it is not valid UTF-8") from exc
+
+
+def canonical_string(s: str) -> str:
+    """The canonical JSON text of the string ``s`` (its quotes included), as :func:`canonical_bytes` writes it inside
+    any value; text, not bytes: a string with a lone surrogate fails where the text is encoded, as there."""
+    return _encode_string(s)
+
+
+def canonical_object(members: Mapping[str, str]) -> str:
+    """The canonical JSON text of an object whose member values are given already as canonical JSON text.
+
+    For a hot path that keeps parts of a value encoded (the PIT trajectory's pre-encoded rows): the keys must be
+    plain ASCII with nothing JSON escapes (as a harness's own field names are), so that their code point order is
+    the UTF-16 order JCS sorts by; anything else raises ValueError. ``canonical_object({k: canonical_bytes(v)
+    .decode() for k, v in d.items()})`` is ``canonical_bytes(d).decode()``."""
+    parts: list[str] = []
+    for key in sorted(members):
+        if not (key.isascii() and key.isprintable() and '"' not in key and "\\" not in key):
+            raise ValueError(f"canonical_object: key {key!r} is not plain ASCII")
+        parts.append(f'"{key}":{members[key]}')
+    return "{" + ",".join(parts) + "}"
 
 
 def digest_bytes(data: bytes) -> str:

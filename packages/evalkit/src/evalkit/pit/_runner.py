@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import attrs
 
@@ -26,7 +26,7 @@ from evalkit.pit._guard import EgressAttempt
 from evalkit.pit._jail import AgentError, AgentJail, AgentLimits, AgentProcess, EgressStop
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
-from evalkit.pit._score import RECEIPT_VERSION, BodyInputs, ScoreInputs, Scorer, assemble_body
+from evalkit.pit._score import RECEIPT_VERSION, AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
 from evalkit.pit._toolbox import CellView, Toolbox, cell_views
 from evalkit_core import (
     ARMS,
@@ -39,6 +39,7 @@ from evalkit_core import (
     atomic_open,
     cache_dir,
     canonical_bytes,
+    canonical_object,
     digest,
     ensure_signing_key,
     file_digest,
@@ -49,7 +50,7 @@ from evalkit_core import (
 )
 from evalkit_core.models import Completion, Request
 
-__all__ = ["RECEIPT_VERSION", "RunResult", "run"]
+__all__ = ["RECEIPT_VERSION", "RunResult", "run", "tool_line"]
 
 
 @attrs.frozen
@@ -92,11 +93,25 @@ class _Trajectory:
         self._scorer = scorer
         self.events = 0
 
-    def emit(self, event: Mapping[str, Any]) -> None:
+    def emit(self, event: Mapping[str, Any], rows_json: str | None = None) -> None:
+        """Write ``event`` as the next line. ``rows_json``: for a tool call, the canonical JSON of its result's
+        ``rows`` or ``row`` (:attr:`Toolbox.rows_json`), spliced in instead of encoding the rows again."""
         line = {"seq": self.events, **event}
-        self._fh.write(canonical_bytes(line) + b"\n")
+        self._fh.write((canonical_bytes(line) if rows_json is None else tool_line(line, rows_json)) + b"\n")
         self._scorer.feed(line)
         self.events += 1
+
+
+def tool_line(event: Mapping[str, Any], rows_json: str) -> bytes:
+    """``canonical_bytes(event)`` for a tool call whose ``result`` holds ``rows`` (a list) or ``row`` (an object)
+    whose canonical JSON is ``rows_json``: every other member is encoded here, the rows are not encoded again."""
+    result = cast("Mapping[str, Any]", event["result"])
+    field = "rows" if isinstance(result.get("rows"), list) else "row"
+    members = {k: canonical_bytes(v).decode() for k, v in result.items() if k != field}
+    members[field] = rows_json
+    outer = {k: canonical_bytes(v).decode() for k, v in event.items() if k != "result"}
+    outer["result"] = canonical_object(members)
+    return canonical_object(outer).encode()
 
 
 class _Stop(Exception):  # noqa: N818 - internal control flow
@@ -300,7 +315,8 @@ class _RunState:
         self.stopped = False
         self.served_shifted: dict[str, None] = {}
         self.where: dict[str, Any] = {}
-        answers = answers_by_key(release)
+        self.toolbox: Toolbox | None = None  # the session's (or probe item's) toolbox: its calls are recorded
+        answers = AnswerKey(release.answer_key)
         self.answers = answers
         self._entries: dict[Clock, Mapping[str, int]] = {Clock(c): entry_table(release, Clock(c), calendar) for c in config.clocks}
         self.probe_clock = probe_clock(config)
@@ -348,6 +364,11 @@ class _RunState:
         return completion
 
     # -- events ----------------------------------------------------------------------------------------------
+
+    def record(self, tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
+        """Record one tool call of the current toolbox (its rows spliced in as the toolbox encoded them)."""
+        event = {"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result}
+        self.traj.emit(event, self.toolbox.rows_json if self.toolbox is not None else None)
 
     def on_egress(self, attempt: EgressAttempt) -> None:
         event = {"type": "egress_attempt", **attempt.to_json(), **self.where}
@@ -422,12 +443,8 @@ class _RunState:
         for n, (session, s_idx) in enumerate(zip(self.sessions, self.session_indices, strict=True)):
             shown_date = (self.release.shift.session_date(session.date) if arm == "shifted" else session.date).isoformat()
             self.where = {"arm": arm, "clock": clock, "session_date": shown_date}
-
-            def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
-                self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
-
             served = self._serve_shifted if arm == "shifted" else None
-            toolbox = Toolbox(view, s_idx, record, served, self.model_call)
+            toolbox = self.toolbox = Toolbox(view, s_idx, self.record, served, self.model_call)
             prompt = session_prompt(toolbox, self.config.hold_sessions)
             self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
             reply = self._call_agent(prompt, toolbox)
@@ -481,10 +498,7 @@ class _RunState:
             row = view.render(view.position[key])
             self.where = {"arm": "shifted", "clock": str(clock), "session_date": self.release.shift.session_date(self.sessions[-1].date).isoformat(), "probe_item": n}
 
-            def record(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
-                self.traj.emit({"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result})
-
-            toolbox = Toolbox(view, last, record, None, self.model_call)
+            toolbox = self.toolbox = Toolbox(view, last, self.record, None, self.model_call)
             prompt = probe_prompt(row)
             self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
             try:
@@ -518,11 +532,18 @@ def probe_clock(config: RunConfig) -> Clock:
 
 
 def answers_by_key(release: Release) -> dict[str, dict[str, Any]]:
-    return {r["row_key"]: r for r in release.answer_key.iter_rows(named=True)}
+    """The answer key's rows by row_key (built from whole columns: polars' row iterator costs several times more)."""
+    frame = release.answer_key
+    names = frame.columns
+    columns = [frame.get_column(name).to_list() for name in names]
+    rows = [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+    return dict(zip(frame.get_column("row_key").to_list(), rows, strict=True))
 
 
 def opens_for(prices: Prices | None, answers: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, dt.date], float] | None:
     """Opening prices of every ticker the answer key names (looked up once for all cells); None without prices."""
     if prices is None:
         return None
+    if isinstance(answers, AnswerKey):
+        return prices.opens_for(answers.tickers())
     return prices.opens_for(t for a in answers.values() if (t := a.get("ticker")))

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
 import attrs
+import polars as pl
 
 from evalkit.pit._config import RECEIPT_NETWORK_POLICY, RunConfig
 from evalkit.pit._holdout import post_cutoff as holdout_rule
@@ -36,6 +37,7 @@ __all__ = [
     "RECEIPT_VERSION",
     "REJECT_REASONS",
     "STRIDE_RULE",
+    "AnswerKey",
     "BodyInputs",
     "RunScore",
     "ScoreInputs",
@@ -57,9 +59,52 @@ STRIDE_RULE = (
     "stride=n//k; items served[0], served[stride], ..."
 )
 REJECT_REASONS = ("unknown", "not_yet_knowable", "duplicate")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
 PROBE_ANSWER_CHARS = (
     2000  # how much of each probe answer the receipt body repeats (the trajectory has it whole)
 )
+
+
+class AnswerKey(Mapping[str, Mapping[str, Any]]):
+    """The answer key by row_key, read from its frame only where it is asked: a row is made into a dict when it is
+    looked up (the probe's few items), while what scoring reads of every trade (:meth:`facts`) and the tickers
+    (:meth:`tickers`) come from whole columns. A run's answer key has a row for every filing of the window; dicts
+    for all of them cost seconds and hundreds of MB."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self._frame = frame
+        self._index = {k: i for i, k in enumerate(frame.get_column("row_key").to_list())}
+        self._rows: dict[str, dict[str, Any]] = {}
+
+    def __getitem__(self, key: str) -> Mapping[str, Any]:
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = self._frame.row(self._index[key], named=True)
+        return row
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def facts(self) -> dict[str, tuple[str, int | None, str | None]]:
+        """row_key -> (form, ``acceptance_at`` in microseconds since the epoch or None, ticker or None)."""
+        frame = self._frame
+        accepted = frame.get_column("acceptance_at").dt.epoch("us").to_list()
+        forms = frame.get_column("form").cast(pl.String).to_list()
+        tickers = frame.get_column("ticker").to_list() if "ticker" in frame.columns else [None] * frame.height
+        return dict(zip(self._index, zip(forms, accepted, tickers, strict=True), strict=True))
+
+    def tickers(self) -> list[str]:
+        """Every ticker the answer key names (each once, in first-seen order)."""
+        if "ticker" not in self._frame.columns:
+            return []
+        return [t for t in self._frame.get_column("ticker").unique(maintain_order=True).to_list() if t]
 
 
 @attrs.frozen
@@ -137,6 +182,8 @@ class Scorer:
         self._models: set[str] = set()
         self._fallback: dict[str, int] = {}
         self._tallies: dict[tuple[int, int], tuple[list[float], int, int, int, dict[str, int]]] = {}
+        answers = inputs.answers
+        self._facts: dict[str, tuple[str, int | None, Any]] = answers.facts() if isinstance(answers, AnswerKey) else {}
 
     def feed(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -250,36 +297,43 @@ class Scorer:
 
     def _tally(self, cell: _Cell) -> tuple[list[float], int, int, int, dict[str, int]]:
         """The returns, unpriced, look-ahead and per-form counts of a cell's trades."""
-        cfg, calendar, opens, answers = self._in.config, self._in.calendar, self._in.opens, self._in.answers
+        cfg, calendar, opens = self._in.config, self._in.calendar, self._in.opens
         sessions = calendar.all
+        opens_us = calendar.opens_us()
+        facts, fact = self._facts, self._fact
         returns: list[float] = []
         unpriced = 0
         lookahead = lookahead_known = 0
         by_form: dict[str, int] = {}
         for row_key, entry_index in cell.trades:
-            truth = answers[row_key]
-            form = str(truth["form"])
+            form, accepted, ticker = facts.get(row_key) or fact(row_key)
             by_form[form] = by_form.get(form, 0) + 1
-            entry = sessions[entry_index]
-            accepted: dt.datetime | None = truth.get("acceptance_at")
             if accepted is not None:
                 lookahead_known += 1
-                if entry.open < accepted:
+                if opens_us[entry_index] < accepted:  # the pick's bell came before the filing was accepted
                     lookahead += 1
             if opens is None:
                 continue
             exit_index = entry_index + cfg.hold_sessions
-            ticker = truth.get("ticker")
             if not ticker or exit_index >= len(sessions):
                 unpriced += 1
                 continue
-            p_in = opens.get((ticker, entry.date))
+            p_in = opens.get((ticker, sessions[entry_index].date))
             p_out = opens.get((ticker, sessions[exit_index].date))
             if p_in is None or p_out is None:
                 unpriced += 1
                 continue
             returns.append(p_out / p_in - 1.0)
         return returns, unpriced, lookahead, lookahead_known, by_form
+
+    def _fact(self, row_key: str) -> tuple[str, int | None, Any]:
+        """What scoring a trade of ``row_key`` reads from the answer key: its form, its ``acceptance_at`` in
+        microseconds since the epoch (None without one) and its ticker; read once for all the run's cells."""
+        truth = self._in.answers[row_key]
+        accepted: dt.datetime | None = truth.get("acceptance_at")
+        fact = (str(truth["form"]), None if accepted is None else (accepted - _EPOCH) // _MICROSECOND, truth.get("ticker"))
+        self._facts[row_key] = fact
+        return fact
 
     def _probe(self) -> dict[str, Any]:
         cfg = self._in.config

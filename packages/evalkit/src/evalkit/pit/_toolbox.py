@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.pit._tool_specs import MAX_LIMIT, TOOL_NAMES, tool_specs
-from evalkit_core import Calendar, Clock, Release, ShiftMap, format_instant, with_entry
+from evalkit_core import Calendar, Clock, Release, ShiftMap, canonical_string, format_instant, with_entry
 from evalkit_core.models import Completion, Request
 
 __all__ = ["TOOL_NAMES", "ArmRows", "CellView", "Toolbox", "cell_views", "clock_order", "tool_specs"]
@@ -89,19 +89,34 @@ class ArmRows:
     is formatted once per arm instead of once per cell.
 
     Rows are rendered a block at a time (in the arm frame's order) with polars' vectorised formatting (the same text
-    as :func:`evalkit_core.format_instant` and ``date.isoformat``) and kept: a run asks for most of them."""
+    as :func:`evalkit_core.format_instant` and ``date.isoformat``) and kept: a run asks for most of them.
+
+    Each row is also kept as canonical JSON text, in three pieces around the two members a cell adds (the keys
+    sort as ``... disseminated_at, entry_session, form, issuer, known_at, partition_date ...``): a served row's line
+    in the trajectory is then joined from text encoded once per arm, not encoded again for every answer."""
 
     def __init__(self, arm_frame: pl.DataFrame) -> None:
         self.frame = arm_frame
         self._blocks: dict[int, list[dict[str, Any]]] = {}
+        self._texts: dict[int, list[tuple[str, str, str]]] = {}
 
     def row(self, position: int) -> dict[str, Any]:
         """The rendered row at ``position`` of the arm frame (shared: callers copy before they change it)."""
         block, j = divmod(position, _BLOCK)
         rows = self._blocks.get(block)
         if rows is None:
-            rows = self._blocks[block] = self._render_block(block)
+            rows = self._render_block(block)
         return rows[j]
+
+    def text(self, position: int) -> tuple[str, str, str]:
+        """The row at ``position`` as canonical JSON in three pieces: the row (with a cell's ``entry_session`` and
+        ``known_at`` members, each given as ``"name":value``) is ``a + entry_session + b + "," + known_at + c``."""
+        block, j = divmod(position, _BLOCK)
+        texts = self._texts.get(block)
+        if texts is None:
+            self._render_block(block)
+            texts = self._texts[block]
+        return texts[j]
 
     def _render_block(self, block: int) -> list[dict[str, Any]]:
         part = self.frame.slice(block * _BLOCK, _BLOCK)
@@ -110,16 +125,43 @@ class ArmRows:
         texts = part.select([_as_text(key, schema[key], key) for key in names])
         # the columns with a null in this block: a row drops its nulls
         nullable = [(i, key) for i, key in enumerate(names) if texts.get_column(key).null_count()]
+        values_by_row = texts.rows()
         if not nullable:
-            return [dict(zip(names, values, strict=True)) for values in texts.rows()]
-        rows: list[dict[str, Any]] = []
-        for values in texts.rows():
-            out = dict(zip(names, values, strict=True))
-            for i, key in nullable:
-                if values[i] is None:
-                    del out[key]
-            rows.append(out)
+            rows = [dict(zip(names, values, strict=True)) for values in values_by_row]
+        else:
+            rows = []
+            for values in values_by_row:
+                out = dict(zip(names, values, strict=True))
+                for i, key in nullable:
+                    if values[i] is None:
+                        del out[key]
+                rows.append(out)
+        self._blocks[block] = rows
+        self._texts[block] = _row_texts(texts, names)
         return rows
+
+
+def _row_texts(texts: pl.DataFrame, names: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Each row's canonical JSON in the three pieces :meth:`ArmRows.text` describes (null members left out)."""
+
+    def members(keys: Sequence[str]) -> list[list[str | None]]:
+        return [
+            [None if v is None else f'"{key}":{canonical_string(v)}' for v in texts.get_column(key).to_list()]
+            for key in sorted(keys)
+        ]
+
+    def joined(columns: list[list[str | None]]) -> list[str]:
+        if not columns:
+            return [""] * texts.height
+        return [",".join([m for m in row if m is not None]) for row in zip(*columns, strict=True)]
+
+    head = joined(members([k for k in names if k < "entry_session"]))
+    mid = joined(members([k for k in names if "entry_session" < k < "known_at"]))
+    tail = joined(members([k for k in names if k > "known_at"]))
+    return [
+        ("{" + h + ("," if h else ""), ("," + m if m else ""), ("," + t if t else "") + "}")
+        for h, m, t in zip(head, mid, tail, strict=True)
+    ]
 
 
 class CellView:
@@ -164,8 +206,10 @@ class CellView:
         self.by_form_entry: dict[str, list[int]] = {f: [self.entry_index[i] for i in idx] for f, idx in self.by_form.items()}
         self.fallback_rows = int(ordered.get_column("known_at_fallback").sum())
         self._haystack: pl.Series | None = None
-        self._known: dict[int, list[str]] = {}
+        self._known: dict[int, list[str | None]] = {}
+        self._known_json: dict[int, list[str]] = {}
         self._entry_texts: dict[int, str] = {}
+        self._entry_json: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self.row_keys)
@@ -205,13 +249,35 @@ class CellView:
         block, j = divmod(i, _BLOCK)
         known = self._known.get(block)
         if known is None:
-            name = "shown_known_at" if self.shift is not None else "known_at"
-            part = self.frame.slice(block * _BLOCK, _BLOCK)
-            known = self._known[block] = part.select(_as_text(name, part.schema[name], "known_at")).to_series().to_list()
+            known = self._known_block(block)
         out = {**self.rows.row(self._arm_pos[i])}
         out["known_at"] = known[j]
         out["entry_session"] = self._entry_text(self.entry_index[i])
         return out
+
+    def render_json(self, i: int) -> str:
+        """Row ``i`` as canonical JSON text: ``canonical_bytes(self.render(i))``, joined from pieces kept per arm
+        (the row) and per cell (its ``known_at`` and ``entry_session``)."""
+        block, j = divmod(i, _BLOCK)
+        known = self._known_json.get(block)
+        if known is None:
+            known = self._known_json[block] = [
+                ',"known_at":' + (canonical_string(k) if k is not None else "null") for k in self._known_block(block)
+            ]
+        entry = self.entry_index[i]
+        entry_json = self._entry_json.get(entry)
+        if entry_json is None:
+            entry_json = self._entry_json[entry] = '"entry_session":' + canonical_string(self._entry_text(entry))
+        a, b, c = self.rows.text(self._arm_pos[i])
+        return a + entry_json + b + known[j] + c
+
+    def _known_block(self, block: int) -> list[str | None]:
+        known = self._known.get(block)
+        if known is None:
+            name = "shown_known_at" if self.shift is not None else "known_at"
+            part = self.frame.slice(block * _BLOCK, _BLOCK)
+            known = self._known[block] = part.select(_as_text(name, part.schema[name], "known_at")).to_series().to_list()
+        return known
 
     def _entry_text(self, index: int) -> str:
         text = self._entry_texts.get(index)
@@ -245,7 +311,11 @@ def _int_arg(args: Mapping[str, Any], name: str, default: int, lo: int, hi: int 
 
 
 class Toolbox:
-    """The tools bound to one session of one cell. Each call is recorded through ``record``."""
+    """The tools bound to one session of one cell. Each call is recorded through ``record``.
+
+    While ``record`` runs, :attr:`rows_json` is the canonical JSON text of the answer's ``rows`` (``pit_list``,
+    ``pit_search``) or ``row`` (``pit_read``), joined from the view's pre-encoded rows, or None for an answer with
+    neither: a recorder can write the answer's line without encoding its rows again."""
 
     def __init__(
         self,
@@ -262,6 +332,7 @@ class Toolbox:
         self._record = record
         self._served = served
         self._models = models
+        self.rows_json: str | None = None
         self.arm = view.arm
         self.clock = str(view.clock)
         if view.shift is not None:
@@ -276,7 +347,15 @@ class Toolbox:
     def _envelope(self, **payload: Any) -> dict[str, Any]:
         return {"arm": self.arm, "clock": self.clock, "session_date": self.session_date, "known_at": self.known_at, **payload}
 
-    def _finish(self, tool: str, args: dict[str, Any], result: dict[str, Any], keys: Sequence[str] = ()) -> dict[str, Any]:
+    def _finish(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        result: dict[str, Any],
+        keys: Sequence[str] = (),
+        rows_json: str | None = None,
+    ) -> dict[str, Any]:
+        self.rows_json = rows_json
         self._record(tool, args, result)
         if keys and self._served is not None:
             self._served(keys)
@@ -304,7 +383,8 @@ class Toolbox:
             positions = [idx[j] for j in range(total - 1 - off, max(total - 1 - off - lim, -1), -1)]
         rows = [view.render(i) for i in positions]
         result = self._envelope(status="ok", total=total, offset=off, rows=rows)
-        return self._finish("pit_list", args, result, [r["row_key"] for r in rows])
+        text = "[" + ",".join([view.render_json(i) for i in positions]) + "]"
+        return self._finish("pit_list", args, result, [r["row_key"] for r in rows], text)
 
     def pit_search(self, query: str, limit: int = 20) -> dict[str, Any]:
         args: dict[str, Any] = {"query": query, "limit": limit}
@@ -319,7 +399,8 @@ class Toolbox:
         chosen: list[int] = hits[::-1][:lim]
         rows = [self._view.render(i) for i in chosen]
         result = self._envelope(status="ok", query=query, total=len(hits), rows=rows)
-        return self._finish("pit_search", args, result, [r["row_key"] for r in rows])
+        text = "[" + ",".join([self._view.render_json(i) for i in chosen]) + "]"
+        return self._finish("pit_search", args, result, [r["row_key"] for r in rows], text)
 
     def pit_read(self, row_key: str) -> dict[str, Any]:
         args: dict[str, Any] = {"row_key": row_key}
@@ -329,7 +410,9 @@ class Toolbox:
             # tell the agent that a future filing exists.
             return self._finish("pit_read", args, self._envelope(status="not_yet_knowable", row_key=row_key))
         row = self._view.render(i)
-        return self._finish("pit_read", args, self._envelope(status="ok", row=row), [row_key])
+        return self._finish(
+            "pit_read", args, self._envelope(status="ok", row=row), [row_key], self._view.render_json(i)
+        )
 
     def pit_coverage(self) -> dict[str, Any]:
         visible = self._view.frame.head(self._visible)

@@ -390,8 +390,8 @@ def replay_body(
     from evalkit.pit._config import RunConfig
     from evalkit.pit._prices import load_prices
     from evalkit.pit._replay import replay_trajectory
-    from evalkit.pit._runner import _check_window, answers_by_key, opens_for, run_id_for  # pyright: ignore[reportPrivateUsage]
-    from evalkit.pit._score import BodyInputs, ScoreInputs, Scorer, assemble_body
+    from evalkit.pit._runner import _check_window, opens_for, run_id_for  # pyright: ignore[reportPrivateUsage]
+    from evalkit.pit._score import AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
     from evalkit_core import Release, nyse
 
     traj = Path(trajectory)
@@ -413,7 +413,7 @@ def replay_body(
     except (KeyError, TypeError, AttributeError, EvalkitError) as exc:
         return Replay(None, [], {}, 0, 0, error=f"cannot replay: {exc}")
 
-    answers = answers_by_key(release)
+    answers = AnswerKey(release.answer_key)
     session_indices = tuple(calendar.index_of(s.date) for s in sessions)
     scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers)))
     reader = _EventReader(traj)
