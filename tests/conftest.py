@@ -197,3 +197,44 @@ def no_network(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) 
     yield attempts
     if attempts:
         pytest.fail("network access attempted:\n" + "\n".join(attempts), pytrace=False)
+
+
+# --- Ray ----------------------------------------------------------------------------------------------------
+
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",  # never report usage to the Ray project
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",  # workers run in this venv, not under `uv run`
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # single-machine mode: every Ray process listens on 127.0.0.1
+    "RAY_agent_register_timeout_ms": "120000",  # a loaded 2-core machine starts the node agents slowly
+    "RAY_raylet_start_wait_time_s": "120",
+}
+RAY_OBJECT_STORE = 100 * 1024 * 1024
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """A local Ray cluster of two nodes (two raylets on this machine, one CPU each, 100 MB object stores, no
+    dashboard, on 127.0.0.1), joined by this process; shut down at the end of the session. Skips where Ray is
+    not installed (the extra evalkit-harness[ray]; CI syncs every extra)."""
+    saved = {k: os.environ.get(k) for k in RAY_ENV}
+    os.environ.update(RAY_ENV)  # before Ray is imported: some of it is read at import
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        pytest.skip("ray is not installed: uv sync --all-packages --all-extras")
+    node = {"num_cpus": 1, "object_store_memory": RAY_OBJECT_STORE, "include_dashboard": False}
+    cluster = Cluster(initialize_head=True, head_node_args=node)
+    try:
+        cluster.add_node(**{k: v for k, v in node.items() if k != "include_dashboard"})
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, namespace="evalkit", log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

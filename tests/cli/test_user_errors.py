@@ -80,6 +80,9 @@ BAD: list[tuple[str, list[str], str]] = [
     ("campaign report", ["no-campaign"], "no-campaign"),
     ("campaign run", ["no-campaign.toml"], "no-campaign.toml"),
     ("campaign run", ["bad.json"], "bad.json"),
+    ("campaign run", ["bad.json", "--executor", "dask"], "--executor"),
+    ("campaign run", ["bad.json", "--address", "127.0.0.1:6379"], "--address"),
+    ("campaign run", ["bad.json", "--executor", "ray", "--address", " "], "--address"),
     ("campaign status", ["no-campaign"], "no-campaign"),
     ("campaign verify", ["no-receipt.json"], "no-receipt.json"),
     ("certify", ["no-receipt.json", "--out", "cert.json", "--bundle", "no-release"], "no-receipt.json"),
@@ -88,6 +91,8 @@ BAD: list[tuple[str, list[str], str]] = [
     ("eval", ["--tasks", str(BANK), "--solver", "reference", "--out", "a-dir"], "--out"),
     ("eval", ["--tasks", str(BANK), "--solver", "guess"], "--solver"),
     ("eval", ["--tasks", str(BANK), "--solver", "replay:no-replay.jsonl"], "no-replay.jsonl"),
+    ("eval", ["--tasks", str(BANK), "--solver", "reference", "--executor", "dask"], "--executor"),
+    ("eval", ["--tasks", str(BANK), "--solver", "reference", "--address", "127.0.0.1:6379"], "--address"),
     ("export", ["--bundle", "no-release", "--out", "samples.jsonl"], "no-release"),
     ("gate", ["no-receipt.json", "--baseline", "no-baseline.json"], "no-baseline.json"),
     ("gate", ["bad.json", "--baseline", "bad.json"], "bad.json"),
@@ -204,3 +209,15 @@ def test_every_numeric_option_has_a_range_and_refuses_what_is_outside(
     base = [*path, *_required(COMMANDS[path], skip=param.opts[0])]
     _assert_one_line([*base, f"{param.opts[0]}={outside}"], param.opts[0], place, capsys, monkeypatch)
     _assert_one_line([*base, f"{param.opts[0]}=three"], param.opts[0], place, capsys, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["campaign", "run", "bad.json", "--executor", "ray"],
+     ["eval", "--tasks", str(BANK), "--solver", "reference", "--executor", "ray"]],
+    ids=["campaign run", "eval"],
+)  # fmt: skip
+def test_the_ray_executor_without_ray_says_what_to_install(argv, place, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed: `import ray` fails
+    needle = "--executor ray: Ray is not installed; install the extra: uv pip install 'evalkit-harness[ray]'"
+    _assert_one_line(argv, needle, place, capsys, monkeypatch)

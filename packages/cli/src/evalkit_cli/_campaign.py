@@ -100,11 +100,25 @@ def run(
         help="Model-call deadlines in seconds, over the campaign file's and the registry's: "
         "connect=5,attempt=120,call=600 (any subset), or one number for the attempt deadline.",
     ),
+    executor: str = typer.Option(
+        "local", "--executor",
+        help="Where calls and grading run: local (this process and its sandbox workers) or ray (caller actors and "
+        "a pool of sandbox-worker actors on a Ray cluster, sharing the store's budget and rate limits; needs the "
+        "extra evalkit-harness[ray]).",
+    ),
+    address: str | None = typer.Option(
+        None, "--address",
+        help="With --executor ray: the Ray cluster to join (HOST:PORT of its head, or 'auto'); default: start a "
+        "single-machine Ray on 127.0.0.1 with --workers CPUs.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
     """Run or resume a campaign; print its report and write results, report and receipt."""
+    from evalkit import check_executor
     from evalkit_core.models import parse_timeouts
+
+    check_executor(executor, address)
     from evalkit_core.store import Store
     from evalkit_router import campaign_report, default_out_dir, run_campaign, write_campaign_outputs
 
@@ -121,7 +135,7 @@ def run(
 
         outcome = run_campaign(
             file, new_name=new_name, home=home, workers=workers, progress=progress if show else None,
-            timeouts=deadlines, announce=announce,
+            timeouts=deadlines, announce=announce, executor=executor, address=address,
         )  # fmt: skip
     with Store.open(home) as store:
         report = campaign_report(store, outcome.name)

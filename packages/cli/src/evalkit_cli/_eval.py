@@ -48,13 +48,24 @@ def eval_command(
         help="model: solvers: answer a temperature-0 request from the response cache in $EVALKIT_HOME when it holds "
         "one (recorded as cached, costs nothing); --no-cache asks the model every time.",
     ),
+    executor: str = typer.Option(
+        "local", "--executor",
+        help="Where grading runs: local (this machine's sandbox workers) or ray (a pool of sandbox-worker actors "
+        "on a Ray cluster, for large banks; needs the extra evalkit-harness[ray]).",
+    ),
+    address: str | None = typer.Option(
+        None, "--address",
+        help="With --executor ray: the Ray cluster to join (HOST:PORT of its head, or 'auto'); default: start a "
+        "single-machine Ray on 127.0.0.1 with --workers CPUs.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""
-    from evalkit import SandboxLimits, run_eval
+    from evalkit import SandboxLimits, check_executor, run_eval
     from evalkit_core import ConfigError
 
+    check_executor(executor, address)
     limits = None
     if cpu_seconds is not None or wall_seconds is not None:
         limits = SandboxLimits(cpu_seconds=cpu_seconds if cpu_seconds is not None else SandboxLimits().cpu_seconds,
@@ -66,7 +77,8 @@ def eval_command(
             )
     with progress_bar("grading", enabled=not as_json, force=show_progress) as show:
         report = run_eval(
-            tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show, cache=cache
+            tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show, cache=cache,
+            executor=executor, address=address,
         )
     from evalkit._eval import summary_intervals
 

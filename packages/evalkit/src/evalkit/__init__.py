@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from evalkit._extract import ExtractionError, extract_code, extract_json
     from evalkit._humaneval import humaneval_problems, import_humaneval
+    from evalkit._ray import EXECUTORS, GradingPool, RayCluster, check_executor
     from evalkit._sandbox import Isolation, Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun
     from evalkit._tasks import (
         JSON,
@@ -80,6 +81,10 @@ _LAZY: dict[str, str] = {
     "EvalReport": "evalkit._eval",
     "ExtractionError": "evalkit._extract",
     "Isolation": "evalkit._sandbox",
+    "EXECUTORS": "evalkit._ray",
+    "GradingPool": "evalkit._ray",
+    "RayCluster": "evalkit._ray",
+    "check_executor": "evalkit._ray",
     "JSON": "evalkit._tasks",
     "Problem": "evalkit._eval",
     "Rollout": "evalkit._eval",
@@ -145,6 +150,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "CATEGORIES",
+    "EXECUTORS",
     "INVALID_REASONS",
     "JSON",
     "MINING_LIMITS",
@@ -156,11 +162,13 @@ __all__ = [
     "Counterexample",
     "EvalReport",
     "ExtractionError",
+    "GradingPool",
     "InvalidReason",
     "Isolation",
     "MiningResult",
     "Problem",
     "Proposal",
+    "RayCluster",
     "Rejection",
     "Rollout",
     "Sandbox",
@@ -181,6 +189,7 @@ __all__ = [
     "banked_counterexamples",
     "candidate_digest",
     "check_assertion",
+    "check_executor",
     "conforms",
     "extract_code",
     "extract_json",

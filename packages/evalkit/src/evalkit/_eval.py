@@ -14,6 +14,7 @@ import attrs
 if TYPE_CHECKING:
     from evalkit_core.models import Completion, JsonValue, Request
 
+from evalkit._ray import GradingPool, RayCluster, check_executor
 from evalkit._sandbox import Isolation, Sandbox, SandboxLimits
 from evalkit._tasks import (
     JSON,
@@ -414,12 +415,17 @@ def run_eval(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     cache: bool = True,
+    executor: str = "local",
+    address: str | None = None,
 ) -> EvalReport:
     """Grade ``solver`` (``reference`` or ``replay:FILE.jsonl``) over the bank; write results and a receipt.
 
     ``k`` is the number of samples per task (the reference solver answers ``k`` times, default 1; replay keeps
-    at most the first ``k`` lines of each task, default all).
+    at most the first ``k`` lines of each task, default all). ``executor="ray"`` grades on a pool of
+    sandbox-worker actors on the Ray cluster at ``address`` (default: a single-machine one started here with
+    ``workers`` CPUs); the verdicts are the same.
     """
+    check_executor(executor, address)
     if k is not None and k < 1:
         raise ConfigError(f"--k must be at least 1, got {k}")
     if receipt is not None and out is None:
@@ -434,6 +440,12 @@ def run_eval(
             raise ConfigError(f"--out and --receipt are one path ({out}); they must differ")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if executor == "ray":
+        with RayCluster(address, num_cpus=workers) as cluster, GradingPool(limits, workers=workers) as pool:
+            del cluster
+            return _run_eval(
+                Path(tasks_dir), solver, pool, k=k, out=out, receipt=receipt, progress=progress, cache=cache
+            )
     with Sandbox(limits, workers=workers) as sandbox:
         sandbox.prestart()  # the templates start while the bank loads and the solutions are gathered
         return _run_eval(
@@ -444,7 +456,7 @@ def run_eval(
 def _run_eval(
     bank: Path,
     solver: str,
-    sandbox: Sandbox,
+    sandbox: Sandbox | GradingPool,
     *,
     k: int | None,
     out: str | Path | None,
@@ -501,7 +513,10 @@ def _run_eval(
     samples = [samples[i] for i in order]
     settings = VerifierSettings(sandbox.limits)
     isolation = sandbox.isolation
-    verdicts = grade_many(items, sandbox, settings, extract=extract, progress=progress)
+    if isinstance(sandbox, GradingPool):
+        verdicts = sandbox.grade_many(items, settings, extract=extract, progress=progress)
+    else:
+        verdicts = grade_many(items, sandbox, settings, extract=extract, progress=progress)
     rollouts = tuple(Rollout(t.id, s, v) for (t, _), s, v in zip(items, samples, verdicts, strict=True))
     rows = [r.to_json() for r in rollouts]
     summary = summarize(rows, len(tasks))

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal, Protocol, cast
 
 import attrs
 
@@ -51,6 +51,7 @@ from evalkit import (
     CallTest,
     CodeTask,
     ExtractionError,
+    RayCluster,
     Sandbox,
     SandboxLimits,
     Task,
@@ -60,6 +61,7 @@ from evalkit import (
     adversarial_tests,
     bank_counterexamples,
     banked_counterexamples,
+    check_executor,
     extract_code,
     fuzz_proposals,
     grade_many,
@@ -74,6 +76,7 @@ from evalkit_core.models import (
     ModelClient,
     ModelError,
     Registry,
+    Request,
     Timeouts,
     charged_for_label,
     completion_to_json,
@@ -81,7 +84,7 @@ from evalkit_core.models import (
     load_registry,
     reconcile,
 )
-from evalkit_core.store import Connection, Process, Store, is_alive, utc_now
+from evalkit_core.store import Connection, Process, Store, evalkit_home, is_alive, utc_now
 from evalkit_router._config import (
     CampaignChangedError,
     CampaignConfig,
@@ -152,6 +155,17 @@ class PlannedRollout:
 
 
 @attrs.frozen
+class Answer:
+    """What a campaign needs of a settled call: the text to grade, the usage anomaly (if any) and what the call
+    was charged. ``stored``: found already stored (a worker that died after settling it), not called again."""
+
+    text: str
+    anomaly: str | None
+    charged: Decimal
+    stored: bool = False
+
+
+@attrs.frozen
 class LostCall:
     """A call of this campaign that was paid (or may have been) but whose answer never reached a rollout: its
     process died with the request in flight (status ``unknown``, charged at its worst case), or an older
@@ -207,7 +221,7 @@ def adversarial_set(store: Store, task: Task) -> tuple[CallTest, ...]:
     return tuple(adversarial_tests(store, task.id, task_digest=task.digest))
 
 
-def _set_digest(tests: Sequence[CallTest]) -> str:
+def set_digest(tests: Sequence[CallTest]) -> str:
     return digest({"tests": [t.to_json() for t in tests]})
 
 
@@ -320,7 +334,7 @@ def _graded_under(store: Store, name: str) -> dict[str, GradedUnder]:
     return {str(k): GradedUnder(str(s), str(b), str(i)) for k, s, b, i in rows}
 
 
-def _insert_rollout(db: Connection, name: str, p: PlannedRollout, completion: Completion) -> None:
+def insert_rollout(db: Connection, name: str, p: PlannedRollout, completion: Completion) -> None:
     """Inside the model layer's settle transaction: the rollout commits with the payment or not at all."""
     data = completion_to_json(completion)
     db.execute(
@@ -414,7 +428,7 @@ def _block(tests: list[dict[str, JSON]]) -> dict[str, JSON]:
     return {"passed": sum(1 for t in tests if t["passed"]), "total": len(tests), "tests": list(tests)}
 
 
-def _verdict_json(verdict: Verdict, n_hidden: int, adv_digest: str) -> dict[str, JSON]:
+def verdict_json(verdict: Verdict, n_hidden: int, adv_digest: str) -> dict[str, JSON]:
     hidden = verdict.hidden[:n_hidden]
     adversarial = verdict.hidden[n_hidden:]
     return {
@@ -442,7 +456,7 @@ def _grade_one(
     if adversarial and isinstance(task, CodeTask):
         graded_task = attrs.evolve(task, hidden_tests=(*task.hidden_tests, *adversarial))
     verdict = grade_many([(graded_task, text)], sandbox, settings, extract=True)[0]
-    return _verdict_json(verdict, n_hidden, _set_digest(adversarial)), verdict.infra_error
+    return verdict_json(verdict, n_hidden, set_digest(adversarial)), verdict.infra_error
 
 
 # --------------------------------------------------------------------------------------------- running
@@ -478,6 +492,26 @@ async def run_campaign_async(
     """Run (or resume) ``config`` with an open store, model client and sandbox. See the module docstring.
     ``announce`` is told, once the run is sure to go ahead and before any request, which key goes to which
     host (one line each)."""
+    executor = LocalExecutor(client, sandbox)
+    try:
+        return await run_with_executor(
+            config, store=store, client=client, executor=executor, progress=progress, announce=announce
+        )
+    finally:
+        executor.close()
+
+
+async def run_with_executor(
+    config: CampaignConfig,
+    *,
+    store: Store,
+    client: ModelClient,
+    executor: CampaignExecutor,
+    progress: ProgressFn | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Run (or resume) ``config``, with its model calls and grading done by ``executor`` (this process's model
+    client and sandbox, or Ray workers). ``client`` is the driver's: registry, worst cases, reconciling."""
     registry = client.registry
     for m in config.models:
         registry.get(m)  # RegistryError (a ConfigError) names the unknown model and the known ones
@@ -485,10 +519,67 @@ async def run_campaign_async(
     _acquire_lease(store, config.name)
     try:
         return await _run_leased(
-            config, tasks, store=store, client=client, sandbox=sandbox, progress=progress, announce=announce
+            config, tasks, store=store, client=client, executor=executor, progress=progress, announce=announce
         )
     finally:
         _release_lease(store, config.name)
+
+
+class CampaignExecutor(Protocol):
+    """Who makes a campaign's model calls and grades its completions (the driver keeps the plan, the lease and
+    the report). ``call`` stores the rollout in the transaction that settles the call (or finds it stored);
+    ``grade`` returns the verdict JSON, its infrastructure error and the isolation it was graded under."""
+
+    workers: int
+    limits: SandboxLimits
+    isolation_label: str
+    shared_scope: bool  # the campaign's budget scope must be shared through the store (many processes)
+
+    async def call(
+        self, p: PlannedRollout, request: Request, *, campaign: str, label: str, scope: BudgetScope
+    ) -> Answer: ...
+
+    async def grade(
+        self, p: PlannedRollout, text: str, adversarial: tuple[CallTest, ...], settings: VerifierSettings
+    ) -> tuple[dict[str, JSON], str | None, str]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """The campaign's calls on this process's model client (one asyncio loop), its grading in threads that each
+    drive one slot of the local sandbox."""
+
+    shared_scope = False
+
+    def __init__(self, client: ModelClient, sandbox: Sandbox) -> None:
+        self._client = client
+        self._sandbox = sandbox
+        self.workers = sandbox.workers
+        self.limits = sandbox.limits
+        self.isolation_label = sandbox.isolation.label
+        self._pool = ThreadPoolExecutor(max_workers=sandbox.workers, thread_name_prefix="campaign-grade")
+
+    async def call(
+        self, p: PlannedRollout, request: Request, *, campaign: str, label: str, scope: BudgetScope
+    ) -> Answer:
+        def record(db: Connection, completion: Completion) -> None:
+            insert_rollout(db, campaign, p, completion)
+
+        c = await self._client.complete(p.model_id, request, label=label, scope=scope, record=record)
+        return Answer(c.text, c.anomaly, c.charged)
+
+    async def grade(
+        self, p: PlannedRollout, text: str, adversarial: tuple[CallTest, ...], settings: VerifierSettings
+    ) -> tuple[dict[str, JSON], str | None, str]:
+        loop = asyncio.get_running_loop()
+        result, infra = await loop.run_in_executor(
+            self._pool, _grade_one, p.task, text, adversarial, self._sandbox, settings
+        )
+        return result, infra, self.isolation_label
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 async def _run_leased(
@@ -497,7 +588,7 @@ async def _run_leased(
     *,
     store: Store,
     client: ModelClient,
-    sandbox: Sandbox,
+    executor: CampaignExecutor,
     progress: ProgressFn | None,
     announce: Callable[[str], None] | None,
 ) -> RunOutcome:
@@ -514,11 +605,11 @@ async def _run_leased(
     plan = plan_rollouts(config.name, config.models, tasks, config.k)
     stored = stored_rollouts(store, config.name)
     adversarial = {t.id: adversarial_set(store, t) for t in tasks}
-    adv_digests = {t: _set_digest(tests) for t, tests in adversarial.items()}
+    adv_digests = {t: set_digest(tests) for t, tests in adversarial.items()}
     lost = _lost_calls(store, config.name)
 
-    settings = VerifierSettings(sandbox.limits)
-    under = GradedUnder(settings.digest, cast("str", ident["tasks_digest"]), sandbox.isolation.label)
+    settings = VerifierSettings(executor.limits)
+    under = GradedUnder(settings.digest, cast("str", ident["tasks_digest"]), executor.isolation_label)
     graded_under = _graded_under(store, config.name)
 
     def stale(p: PlannedRollout) -> bool:
@@ -548,7 +639,12 @@ async def _run_leased(
     # label knows only the stored completions)
     answers = sum((c for _, _, c, _ in stored.values()), Decimal(0))
     spent_before = max(charged_for_label(store, label), answers)
-    scope = BudgetScope(f"campaign {config.name!r}", config.budget_usd, spent=spent_before)
+    scope = BudgetScope(
+        f"campaign {config.name!r}",
+        config.budget_usd,
+        spent=spent_before,
+        label=label if executor.shared_scope else None,
+    )
     done = skipped
     called = 0
     flagged = 0
@@ -556,7 +652,6 @@ async def _run_leased(
     failed: list[PlannedRollout] = []
     halt: BudgetExceeded | None = None
     loop = asyncio.get_running_loop()
-    pool = ThreadPoolExecutor(max_workers=sandbox.workers, thread_name_prefix="campaign-grade")
 
     def report() -> None:
         if progress is not None:
@@ -564,10 +659,8 @@ async def _run_leased(
 
     async def grade(p: PlannedRollout, text: str) -> None:
         nonlocal done
-        result, infra = await loop.run_in_executor(
-            pool, _grade_one, p.task, text, adversarial[p.task.id], sandbox, settings
-        )
-        _store_verdict(store, p.key, result, infra, under)
+        result, infra, isolation = await executor.grade(p, text, adversarial[p.task.id], settings)
+        _store_verdict(store, p.key, result, infra, attrs.evolve(under, isolation=isolation))
         done += 1
         report()
 
@@ -577,14 +670,8 @@ async def _run_leased(
         while to_call and halt is None:
             p = to_call.popleft()
             request = requests[(p.task.id, p.sample)]
-
-            def record(db: Connection, completion: Completion, p: PlannedRollout = p) -> None:
-                _insert_rollout(db, config.name, p, completion)
-
             try:
-                completion = await client.complete(
-                    p.model_id, request, label=label, scope=scope, record=record
-                )
+                completion = await executor.call(p, request, campaign=config.name, label=label, scope=scope)
             except BudgetExceeded as exc:
                 to_call.appendleft(p)
                 if exc.scope is None and exc.transient and refusals < REFUSAL_RETRIES and halt is None:
@@ -619,21 +706,19 @@ async def _run_leased(
         remaining = [*to_call, *failed]
         # mine once every rollout is graded; a finished campaign that had nothing to do is not mined again
         if config.mine and halt is None and not remaining and (called or to_grade or not was_done):
-            with Sandbox(MINING_LIMITS, workers=sandbox.workers) as mining_box:
-                mined = await loop.run_in_executor(
-                    pool, _mine_campaign, store, config.name, tasks, mining_box
-                )
+            with Sandbox(MINING_LIMITS, workers=min(executor.workers, os.cpu_count() or 1)) as mining_box:
+                mined = await loop.run_in_executor(None, _mine_campaign, store, config.name, tasks, mining_box)
             if mined:  # the adversarial sets grew: grade every rollout of those tasks on them (no model call)
                 adversarial = {t.id: adversarial_set(store, t) for t in tasks}
-                regrade = [p for p in plan if _set_digest(adversarial[p.task.id]) != adv_digests[p.task.id]]
+                regrade = [p for p in plan if set_digest(adversarial[p.task.id]) != adv_digests[p.task.id]]
                 done -= len(regrade)
                 async with asyncio.TaskGroup() as grading:
                     for p in regrade:
                         grading.create_task(grade(p, _stored_text(store, p.key)))
     except BaseExceptionGroup as group:  # surface the first real error (e.g. MissingKeyError), not the group
         raise _first_leaf(group) from None
-    finally:
-        pool.shutdown(wait=True)
+    if executor.shared_scope:  # the workers' charges (failed attempts too) are in the store, not in this process
+        scope.spent = max(charged_for_label(store, label), spent_before)
     worst_left = sum(
         (client.worst_case(p.model_id, requests[(p.task.id, p.sample)]) for p in remaining), Decimal(0)
     )
@@ -682,11 +767,18 @@ def run_campaign(
     progress: ProgressFn | None = None,
     timeouts: Timeouts | None = None,
     announce: Callable[[str], None] | None = None,
+    executor: str = "local",
+    address: str | None = None,
 ) -> RunOutcome:
     """Run or resume the campaign in ``path`` (under ``new_name`` if given) with the store in ``home``
     (default ``$EVALKIT_HOME``). Sandbox workers default to the number of cores. ``timeouts`` override the
     campaign file's (which override the registry's). ``announce`` is told, before any request, which key
-    goes to which host (one line each)."""
+    goes to which host (one line each).
+
+    ``executor="ray"`` makes the calls in caller actors and grades on sandbox-worker actors of the Ray cluster at
+    ``address`` (default: a single-machine Ray started here with ``workers`` CPUs); see
+    ``evalkit_router._campaign_ray``. Rollouts, verdicts, spend and the report are the local executor's."""
+    check_executor(executor, address)
     config = load_campaign(path)
     if new_name is not None:
         if not new_name.strip():
@@ -694,14 +786,27 @@ def run_campaign(
         config = config.renamed(new_name.strip())
     registry = load_registry(config.registry)
     deadlines = config.timeouts if timeouts is None else timeouts.over(config.timeouts)
+    limits = SandboxLimits() if config.cpu_seconds is None else SandboxLimits(cpu_seconds=config.cpu_seconds)
 
     async def main(store: Store) -> RunOutcome:
         async with ModelClient(registry=registry, store=store, timeouts=deadlines) as client:
-            limits = (
-                SandboxLimits()
-                if config.cpu_seconds is None
-                else SandboxLimits(cpu_seconds=config.cpu_seconds)
-            )
+            if executor == "ray":
+                from evalkit_router._campaign_ray import RayExecutor
+
+                keys = {e.api_key_env for e in (registry.get(m) for m in config.models) if e.api_key_env}
+                env = {k: os.environ[k] for k in sorted(keys) if k in os.environ}
+                base = Path(home) if home is not None else evalkit_home()
+                with (
+                    RayCluster(address, num_cpus=workers) as cluster,
+                    RayExecutor(
+                        cluster, registry=registry, home=base.resolve(), timeouts=deadlines, limits=limits,
+                        workers=workers, env=env, name=config.name,
+                    ) as ray_executor,
+                ):  # fmt: skip
+                    return await run_with_executor(
+                        config, store=store, client=client, executor=ray_executor, progress=progress,
+                        announce=announce,
+                    )  # fmt: skip
             with Sandbox(limits, workers=workers or os.cpu_count() or 1) as sandbox:
                 return await run_campaign_async(
                     config, store=store, client=client, sandbox=sandbox, progress=progress, announce=announce

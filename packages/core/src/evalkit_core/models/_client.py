@@ -646,7 +646,7 @@ class ModelClient:
                          call.request_digest, self.registry.digest, call.label, str(call.worst), owner),
                     )  # fmt: skip
                 if scope is not None:
-                    refusal = scope.try_reserve(e.id, call.worst)
+                    refusal = scope.try_reserve(e.id, call.worst, db)
                     scoped = refusal is None
                 if refusal is None:
                     got = try_reserve(
