@@ -71,6 +71,39 @@ def test_a_missing_layer_is_recorded_and_grading_still_holds(without, weaker):
     assert run.tests[1].status == "done"
 
 
+STREAMS_AND_ENV = (
+    "import os, sys\n"
+    "def f(x):\n"
+    "    print('out', x)\n"
+    "    print('err', x, file=sys.stderr)\n"
+    "    streams = [[s.fileno(), s.seekable(), s.line_buffering, s.encoding, s.errors] for s in (sys.stdout, sys.stderr)]\n"
+    "    return [dict(os.environ), os.getcwd(), streams]\n"
+)
+
+
+@pytest.mark.parametrize("without", [set(), {"bwrap"}, {"namespaces"}, {"bwrap", "namespaces", "seccomp"}])
+def test_every_job_gets_its_own_environment_and_streams_over_its_output_pipe(without):
+    """Whatever the layers, a job's environment is PATH, LANG, and HOME and TMPDIR at its own directory, and
+    its sys.stdout and sys.stderr are line-buffered UTF-8 streams over its output pipe (not seekable), as if the
+    job had opened them itself (the zygote makes both before it clones anyone)."""
+    job = SandboxJob(STREAMS_AND_ENV, "f", ({"args": [1], "kwargs": {}}, {"args": [2], "kwargs": {}}))
+    with Sandbox(workers=1, without=frozenset(without)) as box:
+        runs = [box.run(job) for _ in range(2)]
+        box.settle()
+    dirs = set()
+    for run in runs:
+        assert run.output == "out 1\nerr 1\nout 2\nerr 2\n"
+        for test in run.tests:
+            env, cwd, streams = test.value
+            assert env == {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cwd, "TMPDIR": cwd}
+            assert streams == [[1, False, True, "utf-8", "replace"], [2, False, True, "utf-8", "replace"]]
+            dirs.add(cwd)
+    if not without:
+        assert dirs == {"/job"}
+    elif "bwrap" in without:
+        assert len(dirs) == 2  # a directory of its own on the host for each job
+
+
 def test_unknown_layer_is_refused():
     with pytest.raises(ValueError, match="unknown wall layers"):
         Sandbox(without=frozenset({"audit"}))
