@@ -61,7 +61,13 @@ def verify_any(
 
             files = cast("dict[str, str]", body.get("files") or {})
             base = receipt.resolve().parent if body.get("files_relative_to") == "receipt" else None
-            extra["solved"] = _solved_rows(results or _recorded(files, "results", base))
+            the_results = results or _recorded(files, "results", base)
+            extra["solved"] = _solved_rows(the_results)
+            the_tasks = tasks or _recorded(files, "tasks", base)
+            flagged, why = _eval_flagged(body, the_results, the_tasks, _recorded(files, "solver_file", base))
+            extra["flagged"] = flagged
+            if why is not None:
+                extra["hacking_not_checked"] = why
         return body, checks, extra
     if kind == "evalkit.campaign":
         from evalkit_core.store import Store
@@ -89,6 +95,48 @@ def _solved_rows(results: Path) -> int:
         pub, hid = cast("dict[str, int]", row["public"]), cast("dict[str, int]", row["hidden"])
         solved += pub["passed"] == pub["total"] and hid["passed"] == hid["total"]
     return solved
+
+
+def _eval_flagged(body: Mapping[str, Any], results: Path, tasks: Path, replay: Path) -> tuple[int | None, str | None]:
+    """Rollouts of a (verified) eval the reward-hacking checks flag, from the completions the receipt binds (a
+    model's answers in the results rows, a replay's in its file) and the verdicts in the results rows; or None and
+    why the eval holds no answers to check."""
+    from evalkit import load_tasks
+    from evalkit_training import check_rollout, grading_from_json
+
+    solver = cast("Mapping[str, Any]", body.get("solver") or {})
+    name = solver.get("name")
+    if name == "reference":
+        return None, "the reference solver's answers are the bank's own reference solutions: no model answer to check"
+    rows = [cast("dict[str, Any]", json.loads(line)) for line in results.read_text(encoding="utf-8").splitlines() if line]
+    answers: dict[tuple[str, int], str] = {}
+    if name == "replay":
+        counts: dict[str, int] = {}
+        for line in replay.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = cast("dict[str, Any]", json.loads(line))
+                tid = str(row.get("task_id"))
+                answers[tid, counts.get(tid, 0)] = str(row.get("completion"))
+                counts[tid] = counts.get(tid, 0) + 1
+    elif name == "model":
+        if rows and not all(isinstance(r.get("completion"), str) for r in rows):
+            return None, (
+                "this model eval's results file holds no completions (made before evalkit eval recorded them); "
+                "run the eval again to check reward hacking"
+            )
+        answers = {(str(r["task_id"]), int(r["sample"])): str(r["completion"]) for r in rows}
+    else:
+        return None, f"solver {name!r}: the receipt names no completions to check"
+    by_id = {t.id: t for t in load_tasks(tasks)}
+    flagged = 0
+    for r in rows:
+        task = by_id.get(str(r["task_id"]))
+        completion = answers.get((str(r["task_id"]), int(r["sample"])))
+        if task is None or completion is None or r.get("infra_error") is not None:
+            continue
+        grading = grading_from_json(r, f"{results}: task {r['task_id']} sample {r['sample']}")
+        flagged += check_rollout(task, completion, grading).flagged
+    return flagged, None
 
 
 def _flagged(store: Any, campaign: str, tasks: Path | None) -> dict[str, int]:
@@ -162,8 +210,8 @@ def gate(
         return
     assert base is not None
     violations = failed if metrics is None else compare(cast("dict[str, Any]", base["metrics"]), metrics, the_policy)
-    checked = [] if metrics is None else [r for r in rules_for(kind) if r not in the_policy.ignore]
-    skipped = {} if metrics is None else not_checked_for(kind)
+    checked = [] if metrics is None else [r for r in rules_for(kind, extra) if r not in the_policy.ignore]
+    skipped = {} if metrics is None else not_checked_for(kind, extra)
     _report(receipt, kind, violations, checked, as_json, wrote=None, skipped=skipped)
     if violations:
         raise typer.Exit(1)

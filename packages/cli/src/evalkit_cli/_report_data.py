@@ -522,7 +522,7 @@ def _eval_code(
             f"the bank's reference solutions ({tasks_dir})",
         )
     if name == "model":
-        return {}, "a model eval does not keep completions: run a campaign to keep every rollout's code"
+        return {}, "this model eval's results file keeps no answers (made before evalkit eval kept them)"
     return {}, "the candidate's code is not recorded"
 
 
@@ -572,6 +572,10 @@ def eval_model(path: Path, *, tasks: Path | None) -> Model:
         entry["gap"] = round(pub - hid, 6) if pub is not None and hid is not None else None
         families.append(entry)
     code, code_note = _eval_code(body, tasks, receipt_path)
+    kept = {(str(r["task_id"]), int(r.get("sample") or 0)): str(r["completion"]) for r in rows
+            if isinstance(r.get("completion"), str)}
+    if kept:  # a model eval keeps its answers in the results rows
+        code, code_note = kept, f"the model's answers, kept in the results file {results}"
     table: list[dict[str, Any]] = []
     for r in rows:
         pub, hid = cast("dict[str, Any]", r["public"]), cast("dict[str, Any]", r["hidden"])

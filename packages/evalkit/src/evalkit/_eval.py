@@ -208,15 +208,20 @@ def validate_bank(
 
 @attrs.frozen
 class Rollout:
-    """One graded sample: the task, its sample index (file order for replay), and the verdict."""
+    """One graded sample: the task, its sample index (file order for replay), and the verdict. ``completion`` is
+    the model's answer for a ``model:`` solver (the evidence the gate's reward-hacking checks read); the
+    reference and replay solvers keep theirs in the bank and the replay file, so it is None for them."""
 
     task_id: str
     sample: int
     verdict: Verdict
+    completion: str | None = None
 
     def to_json(self) -> dict[str, JSON]:
         body = self.verdict.to_json()
-        return {"sample": self.sample, **body}
+        if self.completion is None:
+            return {"sample": self.sample, **body}
+        return {"sample": self.sample, **body, "completion": self.completion}
 
 
 @attrs.frozen
@@ -517,7 +522,10 @@ def _run_eval(
         verdicts = sandbox.grade_many(items, settings, extract=extract, progress=progress)
     else:
         verdicts = grade_many(items, sandbox, settings, extract=extract, progress=progress)
-    rollouts = tuple(Rollout(t.id, s, v) for (t, _), s, v in zip(items, samples, verdicts, strict=True))
+    keep = solver_json["name"] == "model"  # a model's answers are recorded nowhere else
+    rollouts = tuple(
+        Rollout(t.id, s, v, text if keep else None) for (t, text), s, v in zip(items, samples, verdicts, strict=True)
+    )
     rows = [r.to_json() for r in rollouts]
     summary = summarize(rows, len(tasks))
     digest_of_bank = bank_digest(tasks)

@@ -220,8 +220,9 @@ def metrics_of(body: Mapping[str, Any], extra: Mapping[str, Any] | None = None) 
     """The gate's view of a receipt body: ``kind`` plus the numbers the rules read.
 
     ``extra`` carries what the body does not hold and the caller measured from the files it binds: for an eval
-    receipt ``solved`` (rollouts passing every public and hidden test); for a campaign receipt ``flagged`` (per
-    model, rollouts flagged for reward hacking).
+    receipt ``solved`` (rollouts passing every public and hidden test) and ``flagged`` (rollouts flagged for reward
+    hacking, None when the eval holds no answers to check, with ``hacking_not_checked`` saying why); for a
+    campaign receipt ``flagged`` (per model).
     """
     extra = extra or {}
     kind = str(body.get("kind", PIT_KIND))
@@ -245,7 +246,7 @@ def metrics_of(body: Mapping[str, Any], extra: Mapping[str, Any] | None = None) 
                     "gap": summary.get("gap"),
                     "solved": solved,
                     "cost_per_solved_task_usd": _per_solved(cost, solved),
-                    "flagged": None,
+                    "flagged": extra.get("flagged"),
                 }
             },
         }
@@ -457,18 +458,21 @@ def compare(
     return [v for v in found if v.rule not in policy.ignore]
 
 
-def rules_for(kind: str) -> Sequence[str]:
-    """The rule ids that apply to a receipt kind."""
+def rules_for(kind: str, extra: Mapping[str, Any] | None = None) -> Sequence[str]:
+    """The rule ids that apply to a receipt kind (``extra`` as for :func:`metrics_of`)."""
     pit = ("verify", "egress", "lookahead", "lookahead_unreachable", "rejected_picks", "probe", "cutoff", "cells",
            "cell_return", "contamination", "release_digest", "calendar_digest", "holdout")
     if kind == PIT_KIND:
         return pit
-    skip = {*pit[1:], *not_checked_for(kind)}
+    skip = {*pit[1:], *not_checked_for(kind, extra)}
     return tuple(r for r in RULES if r not in skip)
 
 
-def not_checked_for(kind: str) -> dict[str, str]:
-    """Rules that cannot be checked for a receipt kind, with the reason (reported, never passed in silence)."""
-    if kind == EVAL_KIND:
-        return {"hacking": "an eval results file holds no completions; gate a campaign receipt for reward-hacking flags"}
+def not_checked_for(kind: str, extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Rules that cannot be checked for a receipt, with the reason (reported, never passed in silence): for an
+    eval, ``hacking`` when it holds no answers to check (``extra`` as for :func:`metrics_of`)."""
+    extra = extra or {}
+    if kind == EVAL_KIND and extra.get("flagged") is None:
+        why = extra.get("hacking_not_checked") or "the eval's reward-hacking evidence was not read"
+        return {"hacking": str(why)}
     return {}
