@@ -96,6 +96,7 @@ BAD: list[tuple[str, list[str], str]] = [
     ("export", ["--bundle", "no-release", "--out", "samples.jsonl"], "no-release"),
     ("gate", ["no-receipt.json", "--baseline", "no-baseline.json"], "no-baseline.json"),
     ("gate", ["bad.json", "--baseline", "bad.json"], "bad.json"),
+    ("gate", ["no-receipt.json", "--baseline", "no-baseline.json", "--policy", "notes.txt"], "notes.txt"),
     ("holdout plan", ["--model", "sim/strong", "--release", "no-release"], "--model sim/strong"),
     ("keys generate", ["--home", "notes.txt"], "notes.txt"),
     ("keys show", ["--home", "notes.txt"], "notes.txt"),

@@ -194,6 +194,28 @@ def test_json_prints_the_statement(work, cli):
     assert json.loads(out) == _statement(work / "cert.json")
 
 
+def test_verify_certificate_json(work, cli):
+    assert cli("certify", *ARGS, "--out", "cert.json")[0] == 0
+    code, out, _ = cli("verify", "cert.json", "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    assert (found["kind"], found["ok"], found["certificate"]) == ("certificate", True, "cert.json")
+    assert found["statement"] == _statement(work / "cert.json")
+    names = {c["name"]: c["status"] for c in found["checks"]}
+    assert names["certificate signature"] == "ok"
+    assert names["receipt replay"] == "ok"
+    # a replay that now disagrees: the same object says so, with exit 1
+    traj = work / "run/trajectory.jsonl"
+    traj.write_bytes(traj.read_bytes().replace(b'"seq":0', b'"seq":0 ', 1))
+    code, out, _ = cli("verify", "cert.json", "--json")
+    assert code == 1
+    found = json.loads(out)
+    assert found["ok"] is False
+    assert {"name": "receipt trajectory_sha256", "status": "MISMATCH"}.items() <= next(
+        c for c in found["checks"] if c["name"] == "receipt trajectory_sha256"
+    ).items()
+
+
 def test_out_may_not_overwrite_an_input(work, cli):
     before = (work / "run/receipt.json").read_bytes()
     code, out, err = cli("certify", *ARGS, "--out", "run/receipt.json")

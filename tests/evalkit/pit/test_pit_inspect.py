@@ -485,3 +485,18 @@ def test_mockllm_model_args_that_cannot_reach_the_gateway_are_refused() -> None:
         from_inspect_solver("m:s", model="mock/inspect", model_args={"custom_outputs": []})
     with pytest.raises(AgentSpecError, match="cannot find module"):
         from_inspect_solver("m:s", model="mockllm/model", model_args={"custom_outputs": "nowhere_at_all_x:f"})
+
+
+@needs_bwrap
+def test_the_cli_spelling_at_mockllm_serves_inspects_default_output(
+    solver_module: str, synth_release_dir: Path, in_tmp: Path
+) -> None:
+    spec = f"inspect:{solver_module}:trader@mockllm/model"
+    result = run(resolve_agent(spec), _cfg(synth_release_dir, spec, arms=("main",), end=RUN_START, probe_items=0))
+    assert result.body["valid"] is True, result.body["agent_errors"]
+    events = _events(result.trajectory_path)
+    calls = [e for e in events if e["type"] == "model_call"]
+    assert [(c["model_id"], c["reported_model"], c["text"]) for c in calls] == [
+        ("mockllm/model", "mockllm", "Default output from mockllm/model")
+    ]
+    assert [e["text"] for e in events if e["type"] == "decision"] == ["Default output from mockllm/model"]

@@ -76,12 +76,32 @@ def _print_verdicts(statement: Mapping[str, Any]) -> None:
 
 
 def print_certificate_verification(
-    cert: Path, *, bundle: Path | None, trajectory: Path | None, prices: Path | None, key: str | None
+    cert: Path,
+    *,
+    bundle: Path | None,
+    trajectory: Path | None,
+    prices: Path | None,
+    key: str | None,
+    as_json: bool = False,
 ) -> None:
-    """``evalkit verify CERT.json``: the certificate's signature, the receipt it names re-verified, the verdicts."""
+    """``evalkit verify CERT.json``: the certificate's signature, the receipt it names re-verified, the verdicts
+    (with ``--json``: one object, ``checks`` as for a receipt and the ``statement`` it verified; same exit code)."""
     from evalkit.pit._certificate import verify_certificate
 
     found = verify_certificate(cert, bundle=bundle, trajectory=trajectory, prices=prices, key=key)
+    mismatch = any(c.status == "MISMATCH" for c in found.checks)
+    if as_json:
+        payload = {
+            "certificate": str(cert),
+            "kind": "certificate",
+            "ok": not mismatch,
+            "checks": [{"name": c.name, "status": c.status, "detail": c.detail} for c in found.checks],
+            "statement": found.statement,
+        }
+        typer.echo(json.dumps(payload, indent=2, sort_keys=True))
+        if mismatch:
+            raise typer.Exit(1)
+        return
     for c in found.checks:
         if c.status == "not checked":
             typer.echo(f"not checked: {c.name}" + (f" ({c.detail})" if c.detail else ""))

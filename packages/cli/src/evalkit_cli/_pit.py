@@ -242,7 +242,9 @@ def verify(
     if is_certificate(receipt):  # a certificate from `evalkit certify`: its signature, then its receipt
         from evalkit_cli._certify import print_certificate_verification
 
-        print_certificate_verification(receipt, bundle=bundle, trajectory=trajectory, prices=prices, key=key)
+        print_certificate_verification(
+            receipt, bundle=bundle, trajectory=trajectory, prices=prices, key=key, as_json=as_json
+        )
         return
     body: dict[str, Any]
     bound: dict[str, Any] = {}
