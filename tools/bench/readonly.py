@@ -13,7 +13,8 @@ for a core. The load average is printed with the figures.
 
 Python writes its bytecode cache on a user's first run; an environment with ``PYTHONDONTWRITEBYTECODE=1`` (some
 CI and container images set it) compiles every module on every start, which is several times slower. The
-children run with it unset unless ``--no-bytecode-cache`` is given, and the header says which.
+children run with it unset unless ``--no-bytecode-cache`` is given, and the header says which (the flag only
+stops new cache files: modules already cached are still read from the cache).
 """
 
 from __future__ import annotations
