@@ -77,3 +77,40 @@ def test_eval_with_the_reference_solver_imports_no_event_loop_or_ctypes(tmp_path
     lines = proc.stdout.strip().splitlines()
     assert json.loads(lines[0])["summary"]["hidden_pass_rate"] == 1
     assert lines[-1] == "[]"
+
+
+def _commands() -> list[tuple[tuple[str, ...], object]]:
+    import typer.main
+
+    from evalkit_cli import app
+
+    out: list[tuple[tuple[str, ...], object]] = []
+
+    def walk(cmd: object, path: tuple[str, ...]) -> None:
+        out.append((path, cmd))
+        for name, sub in sorted((getattr(cmd, "commands", None) or {}).items()):
+            walk(sub, (*path, name))
+
+    walk(typer.main.get_command(app), ())
+    return out
+
+
+def test_every_help_text_is_printed_whole() -> None:
+    """`--help` shows each option's and argument's help as written: brackets such as [default: ...],
+    evalkit-harness[report] or a [gate] table are text, not markup a formatter may swallow."""
+    from typer.testing import CliRunner
+
+    from evalkit_cli import app
+
+    runner = CliRunner()
+    squeeze = lambda text: "".join(text.split())  # noqa: E731 - the wrapping moves spaces and line breaks only
+    checked = 0
+    for path, cmd in _commands():
+        shown = runner.invoke(app, [*path, "--help"], terminal_width=100)
+        assert shown.exit_code == 0, (path, shown.output)
+        for param in getattr(cmd, "params", []):
+            text = getattr(param, "help", None)
+            if text:
+                assert squeeze(text) in squeeze(shown.output), (path, param.name, text)
+                checked += "[" in text
+    assert checked >= 10  # the texts with brackets are among those checked

@@ -222,3 +222,25 @@ def test_the_ray_executor_without_ray_says_what_to_install(argv, place, capsys, 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed: `import ray` fails
     needle = "--executor ray: Ray is not installed; install the extra: uv pip install 'evalkit-harness[ray]'"
     _assert_one_line(argv, needle, place, capsys, monkeypatch)
+
+
+FRESH = [
+    ["campaign", "status", "no-campaign"],
+    ["campaign", "report", "no-campaign"],
+    ["route", "simulate", "--calibrate-on", "no-campaign"],
+    ["rewards", "export", "no-campaign", "--format", "jsonl", "--out", "r.jsonl"],
+    ["report", "no-campaign"],
+]
+
+
+@pytest.mark.parametrize("argv", FRESH, ids=" ".join)
+def test_asking_for_a_campaign_where_there_is_no_store_makes_none(argv, tmp_path, capsys, monkeypatch):
+    """A newcomer's typo in a fresh directory: one line naming the campaign, and no store created to say so."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVALKIT_HOME", raising=False)
+    monkeypatch.delenv("EVALKIT_STORE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    code, err = _run(argv, capsys, monkeypatch)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "no-campaign" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], err

@@ -37,7 +37,7 @@ def test_public_surface_is_pinned() -> None:
         "CampaignChangedError", "CampaignConfig", "CampaignError", "CampaignIntegrityError", "CampaignReport",
         "CampaignStatus", "LostCall", "PlannedRollout", "ProgressFn", "ReceiptCheck", "RunOutcome",
         "adversarial_set", "campaign_label", "campaign_report", "campaign_status", "check_rollout_costs",
-        "default_out_dir", "load_campaign", "pass_at_k", "plan_rollouts", "render_table",
+        "default_out_dir", "load_campaign", "pass_at_k", "plan_rollouts", "render_table", "require_store",
         "rollout_key", "run_campaign", "run_campaign_async", "select_tasks", "summarize_results", "summary_intervals",
         "verify_campaign_receipt", "write_campaign_outputs",
         # routing

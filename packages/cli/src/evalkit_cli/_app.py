@@ -20,14 +20,14 @@ from evalkit_cli._view import view_command
 
 __all__ = ["app", "main", "pit_app", "pit_main"]
 
-app = typer.Typer(
+app = typer.Typer(rich_markup_mode=None, 
     name="evalkit",
     help="evalkit: evaluation you can re-check. The point-in-time harness and the verifier stack.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
 )
-pit_app = typer.Typer(
+pit_app = typer.Typer(rich_markup_mode=None, 
     name="pit-harness",
     help="pit-harness: the point-in-time commands of evalkit (run, verify, export).",
     no_args_is_help=True,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["app"]
 
-app = typer.Typer(
+app = typer.Typer(rich_markup_mode=None, 
     no_args_is_help=True, help="Campaigns: K rollouts per task per model, resumable, with receipts."
 )
 
@@ -177,8 +177,9 @@ def status(
 ) -> None:
     """Show how far a campaign got: graded, stored but ungraded, missing, spend."""
     from evalkit_core.store import Store
-    from evalkit_router import campaign_status
+    from evalkit_router import campaign_status, require_store
 
+    require_store(name, home)
     with Store.open(home) as store:
         st = campaign_status(store, name)
     if as_json:
@@ -200,8 +201,9 @@ def report(
 ) -> None:
     """Print a campaign's report from the store (no model call, no grading)."""
     from evalkit_core.store import Store
-    from evalkit_router import campaign_report
+    from evalkit_router import campaign_report, require_store
 
+    require_store(name, home)
     with Store.open(home) as store:
         rep = campaign_report(store, name)
     if as_json:

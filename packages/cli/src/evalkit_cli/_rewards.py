@@ -9,7 +9,7 @@ import typer
 
 __all__ = ["app"]
 
-app = typer.Typer(
+app = typer.Typer(rich_markup_mode=None, 
     no_args_is_help=True,
     add_completion=False,
     help="Verifier rewards from campaigns, with reward-hacking checks, in fine-tuning formats.",
@@ -61,6 +61,9 @@ def export(
 
     if fmt not in FORMATS:
         raise RewardError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    from evalkit_router import require_store
+
+    require_store(campaign)
     with Store.open() as store:
         found = campaign_rollouts(store, campaign)
         bank = tasks or found.tasks_dir

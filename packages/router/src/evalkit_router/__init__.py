@@ -52,7 +52,7 @@ if TYPE_CHECKING:
         sweep,
         wilson_lower_bound,
     )
-    from evalkit_router._status import CampaignStatus, campaign_label, campaign_status
+    from evalkit_router._status import CampaignStatus, campaign_label, campaign_status, require_store
 
 # Names load on first use (PEP 562), so a command that needs one corner of the campaign layer (``campaign status``
 # reads two tables) does not import the grading stack, the fuzzer and the model client to get it.
@@ -65,6 +65,7 @@ _LAZY: dict[str, str] = {
     "adversarial_set": "evalkit_router._campaign",
     "campaign_label": "evalkit_router._status",
     "campaign_status": "evalkit_router._status",
+    "require_store": "evalkit_router._status",
     "plan_rollouts": "evalkit_router._campaign",
     "rollout_key": "evalkit_router._campaign",
     "run_campaign": "evalkit_router._campaign",
@@ -135,6 +136,7 @@ __all__ = [
     "pass_at_k",
     "plan_rollouts",
     "render_table",
+    "require_store",
     "rollout_key",
     "route_live",
     "route_order",

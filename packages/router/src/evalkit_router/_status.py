@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import attrs
 
 from evalkit_core.models import charged_for_label
-from evalkit_core.store import Store
+from evalkit_core.store import STORE_FILE, Store, evalkit_home, store_exists
 from evalkit_router._errors import CampaignError
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ __all__ = [
     "campaign_row",
     "campaign_status",
     "load_stored_campaign",
+    "require_store",
     "stored_rollouts",
 ]
 
@@ -70,6 +72,15 @@ def campaign_row(store: Store, name: str) -> tuple[str, dict[str, JSON], str] | 
     if row is None:
         return None
     return cast("str", row[0]), cast("dict[str, JSON]", json.loads(row[1])), cast("str", row[2])
+
+
+def require_store(name: str, home: Path | None = None) -> None:
+    """Raise :class:`CampaignError` naming ``name`` when there is no store to look it up in, so that asking for a
+    campaign in a directory without one makes no store there."""
+    if not store_exists(home):
+        where = (home if home is not None else evalkit_home()) / STORE_FILE
+        raise CampaignError(f"no campaign named {name!r}: there is no store at {where} yet "
+                            "(evalkit campaign run FILE makes one; --home or $EVALKIT_HOME names another)")
 
 
 def load_stored_campaign(store: Store, name: str) -> tuple[dict[str, JSON], str]:

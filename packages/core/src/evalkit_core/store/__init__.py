@@ -19,6 +19,7 @@ from evalkit_core.store._store import (
     Store,
     StoreError,
     evalkit_home,
+    store_exists,
     store_location,
     utc_now,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "StoreError",
     "evalkit_home",
     "is_alive",
+    "store_exists",
     "store_location",
     "this_process",
     "utc_now",

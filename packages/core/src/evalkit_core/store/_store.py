@@ -185,6 +185,15 @@ def store_location(env: Mapping[str, str] | None = None) -> str | None:
     return value or None
 
 
+def store_exists(home: str | Path | None = None) -> bool:
+    """Whether :meth:`Store.open` with this ``home`` would open a store that is already there (a PostgreSQL URL
+    always counts). A question asked of a directory that has no store yet should not make one to answer it."""
+    location = store_location()
+    if location is not None:
+        return is_postgres_url(location) or Path(location).is_file()
+    return ((Path(home) if home is not None else evalkit_home()) / STORE_FILE).is_file()
+
+
 def utc_now() -> str:
     """Now, UTC, fixed width (``2025-01-02T03:04:05.123456Z``), so text order is time order."""
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
