@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["app"]
 
-app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
 @app.command("mine")

@@ -20,14 +20,14 @@ from evalkit_cli._view import view_command
 
 __all__ = ["app", "main", "pit_app", "pit_main"]
 
-app = typer.Typer(rich_markup_mode=None, 
+app = typer.Typer(
     name="evalkit",
     help="evalkit: evaluation you can re-check. The point-in-time harness and the verifier stack.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
 )
-pit_app = typer.Typer(rich_markup_mode=None, 
+pit_app = typer.Typer(
     name="pit-harness",
     help="pit-harness: the point-in-time commands of evalkit (run, verify, export).",
     no_args_is_help=True,
@@ -43,7 +43,7 @@ def _root(
         None,
         "--store",
         metavar="URL",
-        help="The store: a postgresql://... URL (needs evalkit-core[postgres]) or a SQLite file; "
+        help="The store: a postgresql://... URL (needs evalkit-core\\[postgres]) or a SQLite file; "
         "default $EVALKIT_STORE, else evalkit.sqlite3 in $EVALKIT_HOME.",
     ),
 ) -> None:

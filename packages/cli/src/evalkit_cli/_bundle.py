@@ -13,7 +13,7 @@ from evalkit_core import ConfigError
 
 __all__ = ["app"]
 
-app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="Build, inspect and check releases (bundles).")
+app = typer.Typer(no_args_is_help=True, help="Build, inspect and check releases (bundles).")
 
 
 def _date(value: str, option: str) -> dt.date:

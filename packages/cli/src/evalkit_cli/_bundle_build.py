@@ -74,7 +74,7 @@ def build(
         help="A private seed for the row-key key (also from $EVALKIT_RELEASE_KEY_SEED). Without one, whoever "
         "holds the same inputs can rebuild the key.",
     ),
-    built_on: str | None = typer.Option(None, "--built-on", help="The build date recorded in OUT/build.json, outside every digest [default: today, UTC]."),
+    built_on: str | None = typer.Option(None, "--built-on", help="The build date recorded in OUT/build.json, outside every digest \\[default: today, UTC]."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
     show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["app"]
 
-app = typer.Typer(rich_markup_mode=None, 
+app = typer.Typer(
     no_args_is_help=True, help="Campaigns: K rollouts per task per model, resumable, with receipts."
 )
 
@@ -231,7 +231,7 @@ def verify(
         help="Also check every cost against the call record in this store (the 'ledger' check); its key is the trusted signer.",
     ),
     key: str | None = typer.Option(
-        None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the key in --home, else $EVALKIT_HOME]."
+        None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id \\[default: the key in --home, else $EVALKIT_HOME]."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON (same exit code)."),
 ) -> None:

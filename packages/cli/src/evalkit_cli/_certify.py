@@ -18,8 +18,8 @@ def certify(
     out: Path = typer.Option(..., "--out", help="Where to write the certificate (a DSSE envelope, JSON)."),
     bundle: Path = typer.Option(..., "--bundle", help="The release directory the receipt binds."),
     prices: Path | None = typer.Option(None, "--prices", help="The price file the receipt binds (required when it binds one)."),
-    trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory the receipt binds [default: the path it records]."),
-    key: str | None = typer.Option(None, "--key", help="Require this signer of the receipt: a PEM public key file or an ed25519:<hex> key id [default: the local key]."),
+    trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory the receipt binds \\[default: the path it records]."),
+    key: str | None = typer.Option(None, "--key", help="Require this signer of the receipt: a PEM public key file or an ed25519:<hex> key id \\[default: the local key]."),
     as_json: bool = typer.Option(False, "--json", help="Print the in-toto statement as JSON."),
 ) -> None:
     """Verify a PIT receipt (signature, hashes, replay) and write a contamination certificate: an in-toto

@@ -162,15 +162,15 @@ def _flagged(store: Any, campaign: str, tasks: Path | None) -> dict[str, int]:
 def gate(
     receipt: Path = typer.Argument(..., help="The receipt to gate (PIT run, eval or campaign)."),
     baseline: Path = typer.Option(..., "--baseline", help="The committed baseline JSON (written by --write-baseline)."),
-    policy: Path | None = typer.Option(None, "--policy", help="A TOML file with a [gate] table: tolerances, confidence, rules to ignore."),
+    policy: Path | None = typer.Option(None, "--policy", help="A TOML file with a \\[gate] table: tolerances, confidence, rules to ignore."),
     write_baseline: bool = typer.Option(False, "--write-baseline", help="Verify the receipt and write --baseline from it instead of gating."),
     bundle: Path | None = typer.Option(None, "--bundle", help="The release directory a PIT receipt binds."),
-    trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory a PIT receipt binds [default: the path it records]."),
+    trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory a PIT receipt binds \\[default: the path it records]."),
     prices: Path | None = typer.Option(None, "--prices", help="The price file a PIT receipt binds (required when it binds one)."),
-    results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds [default: as recorded]."),
-    tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval or campaign receipt binds [default: as recorded]."),
-    key: str | None = typer.Option(None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the local key]."),
-    home: Path | None = typer.Option(None, "--home", help="The store a campaign receipt's rollouts are in (reward-hacking checks) and its signer's key [default: $EVALKIT_HOME]."),
+    results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds \\[default: as recorded]."),
+    tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval or campaign receipt binds \\[default: as recorded]."),
+    key: str | None = typer.Option(None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id \\[default: the local key]."),
+    home: Path | None = typer.Option(None, "--home", help="The store a campaign receipt's rollouts are in (reward-hacking checks) and its signer's key \\[default: $EVALKIT_HOME]."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:
     """Gate a receipt against a baseline: verify it (signature, hashes, replay), then check every rule. Exit 0

@@ -9,7 +9,7 @@ import typer
 
 __all__ = ["app"]
 
-app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, add_completion=False, help="Post-cutoff holdout windows.")
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Post-cutoff holdout windows.")
 
 
 @app.command("plan")

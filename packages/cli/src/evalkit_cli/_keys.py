@@ -11,7 +11,7 @@ import typer
 
 __all__ = ["app"]
 
-app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 _HOME_HELP = "Home directory (default: $EVALKIT_HOME, else .evalkit/ in the working directory)."
 

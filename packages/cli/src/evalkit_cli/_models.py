@@ -16,12 +16,12 @@ if TYPE_CHECKING:
 
 __all__ = ["budget_app", "calls_app", "models_app"]
 
-models_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="The model registry (shipped entries plus your files).")
-budget_app = typer.Typer(rich_markup_mode=None, 
+models_app = typer.Typer(no_args_is_help=True, help="The model registry (shipped entries plus your files).")
+budget_app = typer.Typer(
     no_args_is_help=True,
     help="The global spending cap (USD) kept in the store; reconcile calls whose process died.",
 )
-calls_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="The record of model calls in the store.")
+calls_app = typer.Typer(no_args_is_help=True, help="The record of model calls in the store.")
 
 _HOME_HELP = "Store directory (default: $EVALKIT_HOME, else .evalkit/ in the working directory)."
 _SIM_LABEL = "SIMULATED"

@@ -103,9 +103,9 @@ def _print_run(
 
 def run(
     config: Path | None = typer.Option(None, "--config", help="RunConfig JSON. Without it: the stub over the built-in demo release."),
-    trajectory: str | None = typer.Option(None, "--trajectory", help="Where to write the trajectory JSONL [default: out/pit/trajectory.jsonl]."),
-    receipt: str | None = typer.Option(None, "--receipt", help="Where to write the receipt [default: out/pit/receipt.json]."),
-    agent: str | None = typer.Option(None, "--agent", help="'stub', 'model:ID', 'inspect:MODULE:SOLVER@MODEL' (an Inspect AI solver; extra evalkit-harness[inspect]) or 'module:function' (a fn(prompt, tools))."),
+    trajectory: str | None = typer.Option(None, "--trajectory", help="Where to write the trajectory JSONL \\[default: out/pit/trajectory.jsonl]."),
+    receipt: str | None = typer.Option(None, "--receipt", help="Where to write the receipt \\[default: out/pit/receipt.json]."),
+    agent: str | None = typer.Option(None, "--agent", help="'stub', 'model:ID', 'inspect:MODULE:SOLVER@MODEL' (an Inspect AI solver; extra evalkit-harness\\[inspect]) or 'module:function' (a fn(prompt, tools))."),
     prices: str | None = typer.Option(None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."),
     price_source: str | None = typer.Option(None, "--price-source", help="Where the prices came from (required with --prices)."),
     pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
@@ -224,13 +224,13 @@ def _signing_key() -> Any:
 
 def verify(
     receipt: Path = typer.Argument(..., help="The receipt (or a certificate from `evalkit certify`) to check."),
-    trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory the receipt binds [default: the path it records] (PIT runs)."),
+    trajectory: Path | None = typer.Option(None, "--trajectory", help="The trajectory the receipt binds \\[default: the path it records] (PIT runs)."),
     bundle: Path | None = typer.Option(None, "--bundle", help="The release directory the receipt binds (PIT runs)."),
     config: Path | None = typer.Option(None, "--config", help="Also compare this RunConfig JSON with the config the receipt records (the replay uses the recorded one)."),
     prices: Path | None = typer.Option(None, "--prices", help="The price file the receipt binds: needed to recompute returns."),
-    key: str | None = typer.Option(None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id [default: the local key in $EVALKIT_HOME]."),
-    results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds [default: as recorded]."),
-    tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval receipt binds [default: as recorded]."),
+    key: str | None = typer.Option(None, "--key", help="Require this signer: a PEM public key file or an ed25519:<hex> key id \\[default: the local key in $EVALKIT_HOME]."),
+    results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds \\[default: as recorded]."),
+    tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval receipt binds \\[default: as recorded]."),
     as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON (same exit code)."),
 ) -> None:
     """Check a receipt offline: its signature, its schema, every hash it binds, and (PIT runs) a replay of every

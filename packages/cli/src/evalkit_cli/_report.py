@@ -18,10 +18,10 @@ _PATH_HELP = (
 def report_command(
     path: str = typer.Argument(..., help=_PATH_HELP),
     out: Path = typer.Option(Path("report.html"), "--out", help="The HTML file to write."),
-    trajectory: Path | None = typer.Option(None, "--trajectory", help="PIT: the trajectory [default: beside the receipt or the path it records]."),
-    bundle: Path | None = typer.Option(None, "--bundle", help="PIT: the release the receipt binds, to verify it and chart returns per session [default: the demo release for a demo run]."),
+    trajectory: Path | None = typer.Option(None, "--trajectory", help="PIT: the trajectory \\[default: beside the receipt or the path it records]."),
+    bundle: Path | None = typer.Option(None, "--bundle", help="PIT: the release the receipt binds, to verify it and chart returns per session \\[default: the demo release for a demo run]."),
     prices: Path | None = typer.Option(None, "--prices", help="PIT: the price file the receipt binds (needed for returns per session)."),
-    tasks: Path | None = typer.Option(None, "--tasks", help="Eval: the task bank [default: the one the receipt records]."),
+    tasks: Path | None = typer.Option(None, "--tasks", help="Eval: the task bank \\[default: the one the receipt records]."),
     home: Path | None = typer.Option(None, "--home", help="Store directory for campaigns and keys (default: $EVALKIT_HOME, else .evalkit/)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report's data as JSON (every number on the page) and write no HTML."),
 ) -> None:

@@ -9,7 +9,7 @@ import typer
 
 __all__ = ["app"]
 
-app = typer.Typer(rich_markup_mode=None, 
+app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     help="Verifier rewards from campaigns, with reward-hacking checks, in fine-tuning formats.",

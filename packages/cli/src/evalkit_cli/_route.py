@@ -12,7 +12,7 @@ from evalkit_core import ConfigError
 
 __all__ = ["app"]
 
-app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="Cost-aware routing: cheapest good-enough model, escalate on failure.")
+app = typer.Typer(no_args_is_help=True, help="Cost-aware routing: cheapest good-enough model, escalate on failure.")
 
 SWEEP = (0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 

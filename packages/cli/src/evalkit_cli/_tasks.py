@@ -11,7 +11,7 @@ from evalkit_core import ConfigError
 
 __all__ = ["app"]
 
-app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="Validate task banks and import task sets.")
+app = typer.Typer(no_args_is_help=True, help="Validate task banks and import task sets.")
 
 
 @app.command("validate")
