@@ -104,7 +104,7 @@ def run(
         "local", "--executor",
         help="Where calls and grading run: local (this process and its sandbox workers) or ray (caller actors and "
         "a pool of sandbox-worker actors on a Ray cluster, sharing the store's budget and rate limits; needs the "
-        "extra evalkit-harness[ray]).",
+        "extra evalkit-harness\\[ray]).",
     ),
     address: str | None = typer.Option(
         None, "--address",

@@ -51,7 +51,7 @@ def eval_command(
     executor: str = typer.Option(
         "local", "--executor",
         help="Where grading runs: local (this machine's sandbox workers) or ray (a pool of sandbox-worker actors "
-        "on a Ray cluster, for large banks; needs the extra evalkit-harness[ray]).",
+        "on a Ray cluster, for large banks; needs the extra evalkit-harness\\[ray]).",
     ),
     address: str | None = typer.Option(
         None, "--address",
