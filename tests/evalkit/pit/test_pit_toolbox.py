@@ -11,12 +11,13 @@ import json
 import re
 from typing import Any
 
+import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from evalkit.pit import CellView, RunConfig, Toolbox, run, stub_agent
-from evalkit_core import Clock, Release, ShiftMap, known_at, nyse
+from evalkit_core import Clock, Release, ShiftMap, canonical_bytes, known_at, nyse
 
 UTC = dt.UTC
 ARMS = ("main", "redacted", "shifted")
@@ -439,3 +440,74 @@ def test_shared_arm_rows_and_clock_order_render_what_a_lone_view_renders(
             assert view.render(0) == alone.render(0)
     with pytest.raises(ValueError, match="this arm's frame"):
         CellView("main", Clock("pit"), main, main, cal, None, ArmRows(synth_release.arm("redacted")))
+
+
+# --- the rows' pre-encoded text (what the trajectory splices in) ---------------------------------------------
+
+_AWKWARD = ['a "quoted" title', "back\\slash", "tab\tand\nnewline", "bell\x07 nul\x00 us\x1f", "é ü \u2028 \U0001f600", "\x7f"]
+
+
+def _awkward_release(release: Release) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The synthetic main arm with every awkward string in titles and issuers (and some instants null)."""
+    main = release.arm("main")
+    n = main.height
+    titles = [_AWKWARD[i % len(_AWKWARD)] + str(i) for i in range(n)]
+    issuers = [None if i % 7 == 0 else _AWKWARD[(i * 5) % len(_AWKWARD)] for i in range(n)]
+    awkward = main.with_columns(
+        pl.Series("title", titles, dtype=pl.String),
+        pl.Series("issuer", issuers, dtype=pl.String),
+        pl.when(pl.int_range(pl.len()) % 3 == 0).then(None).otherwise(pl.col("disseminated_at")).alias("disseminated_at"),
+    )
+    return awkward, main
+
+
+def test_render_json_is_the_canonical_json_of_render(views: dict[tuple[str, str], CellView], synth_release: Release) -> None:
+    """Every row of every cell, and rows with quotes, backslashes, control characters, non-BMP text and nulls:
+    the text joined from the pre-encoded pieces is byte for byte canonical_bytes of the row."""
+    for view in views.values():
+        for i in range(len(view)):
+            assert view.render_json(i) == canonical_bytes(view.render(i)).decode(), (view.arm, view.clock, i)
+    awkward, main = _awkward_release(synth_release)
+    view = CellView("main", Clock("pit"), awkward, awkward, nyse())
+    texts = [view.render_json(i) for i in range(len(view))]
+    assert any('\\"' in t for t in texts) and any("\\u0000" in t for t in texts) and any("\\\\" in t for t in texts)
+    for i in range(len(view)):
+        assert view.render_json(i) == canonical_bytes(view.render(i)).decode(), i
+    assert main.height == awkward.height
+
+
+def test_rows_json_is_the_canonical_json_of_the_answer_rows(views: dict[tuple[str, str], CellView], session_indices: list[int]) -> None:
+    view = views[("shifted", "pit")]
+    tb = _toolbox(view, session_indices[-1])
+    calls = (
+        (lambda: tb.pit_list(limit=50, offset=3), "rows"),
+        (lambda: tb.pit_list(limit=20, form="8-K"), "rows"),
+        (lambda: tb.pit_search("inc", limit=30), "rows"),
+        (lambda: tb.pit_read(view.row_keys[0]), "row"),
+    )
+    for call, field in calls:
+        answer = call()
+        assert answer["status"] == "ok"
+        assert tb.rows_json == canonical_bytes(answer[field]).decode()
+    tb.pit_read("no-such-key")
+    assert tb.rows_json is None
+    tb.pit_coverage()
+    assert tb.rows_json is None
+
+
+def test_views_of_one_clock_share_lookups_and_match_a_view_built_alone(synth_release: Release) -> None:
+    from evalkit.pit._toolbox import cell_views
+
+    cal = nyse()
+    made = list(cell_views(synth_release, list(ARMS), list(CLOCKS), cal))
+    by_clock: dict[str, list[CellView]] = {}
+    for v in made:
+        by_clock.setdefault(str(v.clock), []).append(v)
+    for clock, vs in by_clock.items():
+        assert all(v.lookups is vs[0].lookups for v in vs)  # built once per clock
+        for v in vs:
+            alone = CellView(v.arm, Clock(clock), synth_release.arm(v.arm), synth_release.arm("main"), cal, synth_release.shift)
+            assert alone.lookups is not v.lookups
+            assert (alone.row_keys, alone.entry_index, alone.position) == (v.row_keys, v.entry_index, v.position)
+            assert (alone.by_form, alone.by_form_entry) == (v.by_form, v.by_form_entry)
+            assert [alone.render_json(i) for i in range(len(alone))] == [v.render_json(i) for i in range(len(v))]

@@ -442,6 +442,21 @@ class AgentProcess:
         data = marshal.dumps(msg)  # to the agent: trusted data, read by the same interpreter
         self._pending += len(data).to_bytes(8, "little") + data
 
+    def _write_some(self) -> bool:
+        """Write what the pipe to the agent takes now (it never blocks); True when nothing is left to write."""
+        while self._pending:
+            try:
+                n = os.write(self._to, self._pending[: 1 << 20])
+            except BlockingIOError:
+                return False
+            except OSError as exc:  # the agent is gone; its end is read by the pump
+                if exc.errno != errno.EPIPE:
+                    raise
+                self._pending.clear()
+                break
+            del self._pending[:n]
+        return True
+
     def _pump(self, deadline: float) -> bool:
         """Move bytes until a whole message has arrived (or end of file, or too long a line); False at the
         deadline."""
@@ -453,15 +468,7 @@ class AgentProcess:
             wfds = [self._to] if self._pending else []
             ready_r, ready_w, _ = select.select([self._from, self._out], wfds, [], remaining)
             if ready_w:
-                try:
-                    n = os.write(self._to, self._pending[: 1 << 20])
-                    del self._pending[:n]
-                except BlockingIOError:
-                    pass
-                except OSError as exc:  # the agent is gone; its end is read below
-                    if exc.errno != errno.EPIPE:
-                        raise
-                    self._pending.clear()
+                self._write_some()
             if self._out in ready_r:
                 self._read_output()
             if self._from in ready_r:
@@ -559,9 +566,16 @@ class AgentProcess:
     # -- sessions ------------------------------------------------------------------------------------------------
 
     def session(
-        self, prompt: str, toolbox: Toolbox, on_egress: Callable[[EgressAttempt], None]
+        self,
+        prompt: str,
+        toolbox: Toolbox,
+        on_egress: Callable[[EgressAttempt], None],
+        after_answer: Callable[[], None] | None = None,
     ) -> AgentReply:
-        """One session: the prompt goes in, requests are answered from ``toolbox`` until the agent replies."""
+        """One session: the prompt goes in, requests are answered from ``toolbox`` until the agent replies.
+
+        ``after_answer`` is called after each tool answer has gone into the pipe, before the agent's next message
+        is read: the harness's own work on that call (recording it) then runs while the agent reads the answer."""
         context = {
             "arm": toolbox.arm,
             "clock": toolbox.clock,
@@ -589,6 +603,9 @@ class AgentProcess:
                 )
             if kind == "tool" and len(msg) == 3 and isinstance(msg[1], str) and isinstance(msg[2], dict):
                 self._send(["result", toolbox.call(msg[1], cast("dict[str, Any]", msg[2]))])
+                if after_answer is not None:
+                    self._write_some()
+                    after_answer()
             elif (
                 kind == "complete" and len(msg) == 3 and isinstance(msg[1], str) and isinstance(msg[2], dict)
             ):

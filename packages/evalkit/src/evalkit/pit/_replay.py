@@ -22,6 +22,7 @@ from evalkit.pit._runner import (
     cell_start_event,
     entry_table,
     probe_clock,
+    result_json,
     run_id_for,
     run_start_event,
     session_prompt,
@@ -256,7 +257,9 @@ def _replay_tool_call(
         walk.problem(
             f"line {line}: recorded as {tool}({_short(args)}), the toolbox records {got_tool}({_short(got_args)})"
         )
-    if not _same(got_result, event.get("result")):
+    # the re-served answer's bytes joined from the view's pre-encoded rows, against the recorded answer's
+    ours = canonical_bytes(got_result) if toolbox.rows_json is None else result_json(got_result, toolbox.rows_json).encode()
+    if ours != canonical_bytes(event.get("result")):
         walk.problem(
             f"line {line}: the answer to {tool}({_short(args, 60)}) is not what the release serves at this bell"
         )

@@ -50,7 +50,7 @@ from evalkit_core import (
 )
 from evalkit_core.models import Completion, Request
 
-__all__ = ["RECEIPT_VERSION", "RunResult", "run", "tool_line"]
+__all__ = ["RECEIPT_VERSION", "RunResult", "result_json", "run", "tool_line"]
 
 
 @attrs.frozen
@@ -91,11 +91,27 @@ class _Trajectory:
     def __init__(self, fh: IO[bytes], scorer: Scorer) -> None:
         self._fh = fh
         self._scorer = scorer
+        self._deferred: list[tuple[Mapping[str, Any], str | None]] = []
         self.events = 0
 
     def emit(self, event: Mapping[str, Any], rows_json: str | None = None) -> None:
-        """Write ``event`` as the next line. ``rows_json``: for a tool call, the canonical JSON of its result's
-        ``rows`` or ``row`` (:attr:`Toolbox.rows_json`), spliced in instead of encoding the rows again."""
+        """Write ``event`` as the next line (after any deferred ones). ``rows_json``: for a tool call, the canonical
+        JSON of its result's ``rows`` or ``row`` (:attr:`Toolbox.rows_json`), spliced in instead of encoding the
+        rows again."""
+        self.flush()
+        self._write(event, rows_json)
+
+    def defer(self, event: Mapping[str, Any], rows_json: str | None = None) -> None:
+        """Emit ``event`` at the next :meth:`flush` or :meth:`emit`, whichever comes first: the order of the lines
+        is the order of the calls."""
+        self._deferred.append((event, rows_json))
+
+    def flush(self) -> None:
+        deferred, self._deferred = self._deferred, []
+        for event, rows_json in deferred:
+            self._write(event, rows_json)
+
+    def _write(self, event: Mapping[str, Any], rows_json: str | None) -> None:
         line = {"seq": self.events, **event}
         self._fh.write((canonical_bytes(line) if rows_json is None else tool_line(line, rows_json)) + b"\n")
         self._scorer.feed(line)
@@ -105,13 +121,17 @@ class _Trajectory:
 def tool_line(event: Mapping[str, Any], rows_json: str) -> bytes:
     """``canonical_bytes(event)`` for a tool call whose ``result`` holds ``rows`` (a list) or ``row`` (an object)
     whose canonical JSON is ``rows_json``: every other member is encoded here, the rows are not encoded again."""
-    result = cast("Mapping[str, Any]", event["result"])
+    outer = {k: canonical_bytes(v).decode() for k, v in event.items() if k != "result"}
+    outer["result"] = result_json(cast("Mapping[str, Any]", event["result"]), rows_json)
+    return canonical_object(outer).encode()
+
+
+def result_json(result: Mapping[str, Any], rows_json: str) -> str:
+    """``canonical_bytes(result).decode()`` for a tool answer whose ``rows`` (or ``row``) encode as ``rows_json``."""
     field = "rows" if isinstance(result.get("rows"), list) else "row"
     members = {k: canonical_bytes(v).decode() for k, v in result.items() if k != field}
     members[field] = rows_json
-    outer = {k: canonical_bytes(v).decode() for k, v in event.items() if k != "result"}
-    outer["result"] = canonical_object(members)
-    return canonical_object(outer).encode()
+    return canonical_object(members)
 
 
 class _Stop(Exception):  # noqa: N818 - internal control flow
@@ -368,7 +388,8 @@ class _RunState:
     def record(self, tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
         """Record one tool call of the current toolbox (its rows spliced in as the toolbox encoded them)."""
         event = {"type": "tool_call", **self.where, "tool": tool, "args": args, "result": result}
-        self.traj.emit(event, self.toolbox.rows_json if self.toolbox is not None else None)
+        # written once the answer is on its way to the agent (or before the next event, whichever comes first)
+        self.traj.defer(event, self.toolbox.rows_json if self.toolbox is not None else None)
 
     def on_egress(self, attempt: EgressAttempt) -> None:
         event = {"type": "egress_attempt", **attempt.to_json(), **self.where}
@@ -381,7 +402,7 @@ class _RunState:
         try:
             if self.proc is None:
                 self.proc = self._new_process()
-            reply = self.proc.session(prompt, toolbox, self.on_egress)
+            reply = self.proc.session(prompt, toolbox, self.on_egress, self.traj.flush)
         except EgressStop as stop:
             for attempt in stop.attempts:
                 self.on_egress(attempt)

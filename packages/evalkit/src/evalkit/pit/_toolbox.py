@@ -68,10 +68,12 @@ def cell_views(
     release: Release, arms: Sequence[str], clocks: Sequence[str], calendar: Calendar
 ) -> Iterator[CellView]:
     """The cells of a run in its order (arm by arm, each clock within), made lazily: an arm's rows are formatted
-    once for its cells and dropped after them, and each clock's order of the rows is computed once for all arms.
+    once for its cells and dropped after them, and each clock's order of the rows (and the lookups built on it) is
+    computed once for all arms.
     The run and verify's replay both walk the cells through this, so they see the same views."""
     main = release.arm("main")
     orders: dict[Clock, pl.DataFrame] = {}
+    first: dict[Clock, _Lookups] = {}
     for arm in arms:
         frame = release.arm(arm)
         rows = ArmRows(frame)
@@ -80,7 +82,9 @@ def cell_views(
             order = orders.get(clock)
             if order is None:
                 order = orders[clock] = clock_order(main, clock, calendar)
-            yield CellView(arm, clock, frame, main, calendar, release.shift, rows, order)
+            view = CellView(arm, clock, frame, main, calendar, release.shift, rows, order, like=first.get(clock))
+            first.setdefault(clock, view.lookups)
+            yield view
 
 
 class ArmRows:
@@ -98,7 +102,7 @@ class ArmRows:
     def __init__(self, arm_frame: pl.DataFrame) -> None:
         self.frame = arm_frame
         self._blocks: dict[int, list[dict[str, Any]]] = {}
-        self._texts: dict[int, list[tuple[str, str, str]]] = {}
+        self._texts: dict[int, tuple[list[str], list[str], list[str]]] = {}
 
     def row(self, position: int) -> dict[str, Any]:
         """The rendered row at ``position`` of the arm frame (shared: callers copy before they change it)."""
@@ -116,7 +120,7 @@ class ArmRows:
         if texts is None:
             self._render_block(block)
             texts = self._texts[block]
-        return texts[j]
+        return texts[0][j], texts[1][j], texts[2][j]
 
     def _render_block(self, block: int) -> list[dict[str, Any]]:
         part = self.frame.slice(block * _BLOCK, _BLOCK)
@@ -141,27 +145,56 @@ class ArmRows:
         return rows
 
 
-def _row_texts(texts: pl.DataFrame, names: Sequence[str]) -> list[tuple[str, str, str]]:
-    """Each row's canonical JSON in the three pieces :meth:`ArmRows.text` describes (null members left out)."""
+# What canonical JSON escapes inside a string (the standard library's encoder with ensure_ascii off, which
+# canonical_bytes uses): the quote, the backslash and the control characters. A column with none of these is
+# written as it is, between quotes, by polars; a column with any is escaped value by value.
+_NEEDS_ESCAPE = r'["\\\x00-\x1F]'
 
-    def members(keys: Sequence[str]) -> list[list[str | None]]:
-        return [
-            [None if v is None else f'"{key}":{canonical_string(v)}' for v in texts.get_column(key).to_list()]
-            for key in sorted(keys)
-        ]
 
-    def joined(columns: list[list[str | None]]) -> list[str]:
-        if not columns:
-            return [""] * texts.height
-        return [",".join([m for m in row if m is not None]) for row in zip(*columns, strict=True)]
+def _row_texts(texts: pl.DataFrame, names: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """Each row's canonical JSON in the three pieces :meth:`ArmRows.text` describes (null members left out), made
+    by polars a column at a time."""
 
-    head = joined(members([k for k in names if k < "entry_session"]))
-    mid = joined(members([k for k in names if "entry_session" < k < "known_at"]))
-    tail = joined(members([k for k in names if k > "known_at"]))
-    return [
-        ("{" + h + ("," if h else ""), ("," + m if m else ""), ("," + t if t else "") + "}")
-        for h, m, t in zip(head, mid, tail, strict=True)
-    ]
+    def member(key: str) -> pl.Expr:
+        column = texts.get_column(key)
+        if not column.str.contains(_NEEDS_ESCAPE).any():
+            return pl.concat_str([pl.lit(f'"{key}":"'), pl.col(key), pl.lit('"')])
+        escaped = [None if v is None else f'"{key}":{canonical_string(v)}' for v in column.to_list()]
+        return pl.lit(pl.Series(key, escaped, dtype=pl.String))
+
+    def group(keys: Sequence[str]) -> pl.Expr:
+        if not keys:
+            return pl.lit("")
+        return pl.concat_str([member(k) for k in sorted(keys)], separator=",", ignore_nulls=True)
+
+    head = group([k for k in names if k < "entry_session"])
+    mid = group([k for k in names if "entry_session" < k < "known_at"])
+    tail = group([k for k in names if k > "known_at"])
+    pieces = texts.select(
+        pl.when(head == "").then(pl.lit("{")).otherwise(pl.concat_str([pl.lit("{"), head, pl.lit(",")])).alias("a"),
+        pl.when(mid == "").then(pl.lit("")).otherwise(pl.concat_str([pl.lit(","), mid])).alias("b"),
+        pl.when(tail == "").then(pl.lit("}")).otherwise(pl.concat_str([pl.lit(","), tail, pl.lit("}")])).alias("c"),
+    )
+    return (
+        pieces.get_column("a").to_list(),
+        pieces.get_column("b").to_list(),
+        pieces.get_column("c").to_list(),
+    )
+
+
+class _Lookups:
+    """A cell's rows in its clock's order, as lookups: row_keys, forms, entry session indices, each key's position,
+    and each form's positions and their entry sessions. The same for every arm under one clock."""
+
+    def __init__(self, row_keys: list[str], forms: list[str], entry_index: list[int]) -> None:
+        self.row_keys = row_keys
+        self.forms = forms
+        self.entry_index = entry_index
+        self.position: dict[str, int] = {k: i for i, k in enumerate(row_keys)}
+        self.by_form: dict[str, list[int]] = {}
+        for i, f in enumerate(forms):
+            self.by_form.setdefault(f, []).append(i)
+        self.by_form_entry: dict[str, list[int]] = {f: [entry_index[i] for i in idx] for f, idx in self.by_form.items()}
 
 
 class CellView:
@@ -177,9 +210,12 @@ class CellView:
         shift: ShiftMap | None = None,
         rows: ArmRows | None = None,
         order: pl.DataFrame | None = None,
+        like: _Lookups | None = None,
     ) -> None:
         """``rows``: the arm's rendered rows, shared with the arm's other cells; it must wrap ``arm_frame`` itself.
-        ``order``: :func:`clock_order` of ``main_frame`` under ``clock``, shared with the clock's other cells."""
+        ``order``: :func:`clock_order` of ``main_frame`` under ``clock``, shared with the clock's other cells.
+        ``like``: the ``lookups`` of another arm's view under the same clock, shared when this view's rows come out
+        in the same order with the same forms."""
         if arm == "shifted" and shift is None:
             raise ValueError("the shifted arm needs the release's shift map")
         if rows is not None and rows.frame is not arm_frame:
@@ -196,14 +232,18 @@ class CellView:
         self.frame = ordered
         self.rows = rows if rows is not None else ArmRows(arm_frame)
         self._arm_pos: list[int] = ordered.get_column(_ARM_POS).to_list()
-        self.entry_index: list[int] = ordered.get_column("entry_index").to_list()
         self.row_keys: list[str] = ordered.get_column("row_key").to_list()
-        self.position: dict[str, int] = {k: i for i, k in enumerate(self.row_keys)}
         forms: list[str] = ordered.get_column("form").to_list()
-        self.by_form: dict[str, list[int]] = {}
-        for i, f in enumerate(forms):
-            self.by_form.setdefault(f, []).append(i)
-        self.by_form_entry: dict[str, list[int]] = {f: [self.entry_index[i] for i in idx] for f, idx in self.by_form.items()}
+        if like is not None and like.row_keys == self.row_keys and like.forms == forms:
+            # the same rows in the same order (every arm of a release has the same row_keys and forms): the same
+            # lookups, built once per clock instead of once per cell
+            self.lookups = like
+        else:
+            self.lookups = _Lookups(self.row_keys, forms, ordered.get_column("entry_index").to_list())
+        self.entry_index = self.lookups.entry_index
+        self.position = self.lookups.position
+        self.by_form = self.lookups.by_form
+        self.by_form_entry = self.lookups.by_form_entry
         self.fallback_rows = int(ordered.get_column("known_at_fallback").sum())
         self._haystack: pl.Series | None = None
         self._known: dict[int, list[str | None]] = {}
