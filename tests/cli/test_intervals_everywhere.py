@@ -78,6 +78,9 @@ def test_eval_prints_and_exports_intervals(place):
         blocks = [r[part] for r in rows if r["infra_error"] is None and r[part]["total"]]
         passed = sum(b["passed"] == b["total"] for b in blocks)
         assert data["intervals"][f"{part}_pass_rate"] == wilson(passed, len(blocks)), part
+        tests = sum(b["total"] for b in blocks)
+        assert data["intervals"][f"{part}_test_pass_rate"] == wilson(sum(b["passed"] for b in blocks), tests), part
+        assert data["summary"][f"{part}_test_pass_rate"] is not None
     assert "Wilson" in data["intervals"]["method"]
     text = cli(*args)
     assert re.search(rf"public pass rate {PCT} {CI}", text) and re.search(rf"hidden pass rate {PCT} {CI}", text), text

@@ -297,7 +297,8 @@ def summarize(rows: Sequence[dict[str, JSON]], n_tasks: int) -> dict[str, JSON]:
 
 
 def summary_intervals(rows: Sequence[dict[str, JSON]]) -> dict[str, JSON]:
-    """Wilson 95% intervals for the summary's pass rates (same counts as :func:`summarize`). Not part of the
+    """Wilson 95% intervals for the summary's pass rates, per rollout and per test (same counts as
+    :func:`summarize`). Not part of the
     summary a receipt binds: receipts made before intervals existed still verify."""
     from evalkit._stats import INTERVAL_METHOD, wilson_interval
 
@@ -307,6 +308,11 @@ def summary_intervals(rows: Sequence[dict[str, JSON]]) -> dict[str, JSON]:
         blocks = [b for b in (cast("dict[str, int]", r[part]) for r in scored) if b["total"]]
         ci = wilson_interval(sum(b["passed"] == b["total"] for b in blocks), len(blocks))
         out[f"{part}_pass_rate"] = None if ci is None else [ci[0], ci[1]]
+        # the share of tests passed: tests of one rollout are not independent, so this interval is narrower
+        # than the truth (the per-rollout rate above is the one to compare)
+        total = sum(b["total"] for b in blocks)
+        ci = wilson_interval(sum(b["passed"] for b in blocks), total)
+        out[f"{part}_test_pass_rate"] = None if ci is None else [ci[0], ci[1]]
     return out
 
 
