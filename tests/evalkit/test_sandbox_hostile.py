@@ -1434,6 +1434,20 @@ def test_workers_outlive_the_threads_that_started_them():
     assert user_processes(box.uids) == []
 
 
+def test_closing_a_sandbox_ends_every_zygote_checker_and_job():
+    """close() hangs up on every zygote at once, then waits for each: when it returns, no zygote, checker server
+    or job of the sandbox is left (each zygote kills its jobs and ends without the interpreter's shutdown)."""
+    check = SandboxJob("def f(x):\n    return 2 * x\n", "f", ({"check": "def check(c):\n    assert c(1) == 2\n"},))
+    with Sandbox(LIMITS, workers=2) as box:
+        assert [r.tests[0].status for r in box.run_many([check] * 4)] == ["done"] * 4
+        zygotes = [w.zygote.pid for w in box._workers]  # pyright: ignore[reportPrivateUsage]
+        assert all(pid is not None and Path(f"/proc/{pid}").exists() for pid in zygotes)
+        if box.uids:
+            assert user_processes(box.uids)  # the checker servers, at least
+    assert [pid for pid in zygotes if Path(f"/proc/{pid}").exists()] == []
+    assert user_processes(box.uids) == []
+
+
 HOST_DIES = """
 import json, threading, time
 from evalkit._sandbox import Sandbox, SandboxJob, SandboxLimits, user_processes

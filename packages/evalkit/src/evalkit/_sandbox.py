@@ -652,6 +652,15 @@ class _Worker:
             self.zygote.kill(checker)
             self._checker_exit = self.zygote.exit_status(checker)
 
+    def hang_up(self) -> None:
+        """Close this worker's sockets to its checker and its zygote: the zygote kills every job of its own (the
+        checker among them) and ends; :meth:`close` then waits for it."""
+        sock = self._checker_sock
+        self._checker = self._checker_sock = None
+        if sock is not None:
+            sock.close()
+        self.zygote.hang_up()
+
     def close(self) -> None:
         self._drop_checker()
         self.zygote.stop()
@@ -932,6 +941,8 @@ class Sandbox:
         self._closed = True
         for thread in self._starters:
             thread.join()
+        for w in self._workers:  # every zygote ends at once, then each is waited for
+            w.hang_up()
         for w in self._workers:
             w.close()
 

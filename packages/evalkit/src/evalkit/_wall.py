@@ -396,6 +396,12 @@ class Zygote:
         self._ctl = host
         self._launched = True
 
+    def hang_up(self) -> None:
+        """Close the control socket: the zygote kills its jobs and ends. :meth:`stop` waits for it."""
+        ctl, self._ctl = self._ctl, None
+        if ctl is not None:
+            ctl.close()
+
     def stop(self) -> None:
         proc, ctl = self._proc, self._ctl
         self._proc, self._ctl, self._launched = None, None, None

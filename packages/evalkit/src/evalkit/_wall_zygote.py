@@ -296,6 +296,12 @@ def _zygote_main() -> None:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+    # the host closed the control socket: end now, without the interpreter's shutdown (it tears down every module
+    # of a heap no one will use again, and the host waits for this process to be gone). An error in _serve does
+    # not get here: its traceback goes to the log as usual.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _serve() -> None:
