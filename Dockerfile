@@ -2,7 +2,11 @@
 #
 #   docker build -t evalkit .
 #   docker run --rm --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
-#       -v "$PWD:/work" evalkit run
+#       --user "$(id -u):$(id -g)" -v "$PWD:/work" evalkit run
+#
+# With a directory mounted on /work, run as its owner (--user): the image's own user (uid 10001) cannot write to
+# a directory that belongs to someone else. Everything evalkit writes (the store, keys, outputs, the derived
+# caches) then goes under /work, so any uid works (HOME is /tmp, writable by every uid).
 #
 # The sandbox's wall is bubblewrap, which needs user namespaces inside the container: Docker's default seccomp
 # and AppArmor profiles refuse them, hence the two --security-opt flags (--privileged also works, and grants far
@@ -35,7 +39,8 @@ COPY tasks /opt/evalkit/share/tasks
 COPY campaigns /opt/evalkit/share/campaigns
 ENV PATH=/opt/evalkit/bin:$PATH \
     EVALKIT_HOME=/work/.evalkit \
-    EVALKIT_CACHE_DIR=/home/evalkit/.cache/evalkit \
+    EVALKIT_CACHE_DIR=/work/.cache/evalkit \
+    HOME=/tmp \
     PYTHONDONTWRITEBYTECODE=1
 USER evalkit
 WORKDIR /work

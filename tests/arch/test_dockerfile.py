@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import uuid
 from fnmatch import fnmatch
 from pathlib import Path
@@ -112,5 +113,17 @@ def test_image_builds_and_runs_the_cli() -> None:
             capture_output=True, text=True, check=False, timeout=1800)
         assert ev.returncode == 0, ev.stderr
         assert re.search(r"public pass rate 100\.0% \[[^]]*\]  hidden pass rate 100\.0% ", ev.stdout), ev.stdout
+        # README: a mounted directory, run as its owner (any uid): everything lands in the mount
+        mounted = Path(tempfile.mkdtemp(prefix="evalkit-docker-"))
+        try:
+            run = subprocess.run(
+                [engine, "run", "--rm", "--network", "none", "--security-opt", "seccomp=unconfined",
+                 "--security-opt", "apparmor=unconfined", "--user", f"{os.getuid()}:{os.getgid()}",
+                 "-v", f"{mounted}:/work", tag, "run"],
+                capture_output=True, text=True, check=False, timeout=1800)  # fmt: skip
+            assert run.returncode == 0, run.stderr
+            assert (mounted / "out" / "pit" / "receipt.json").is_file() and (mounted / ".evalkit").is_dir()
+        finally:
+            shutil.rmtree(mounted, ignore_errors=True)
     finally:
         subprocess.run([engine, "rmi", "-f", tag], capture_output=True, check=False, timeout=120)
