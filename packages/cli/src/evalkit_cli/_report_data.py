@@ -97,10 +97,10 @@ def classify(path: str, home: Path | None = None) -> tuple[str, Path | str]:
         raise ReportError(f"{path}: field 'body.kind' is {kind!r}, not a PIT, eval or campaign receipt ({expected})")
     if p.suffix in {".json", ".jsonl"} or "/" in path:
         raise ReportError(f"{path}: no such file ({expected})")
-    from evalkit_core.store import STORE_FILE, Store, evalkit_home
+    from evalkit_core.store import STORE_FILE, Store, evalkit_home, store_exists
 
     where = (home if home is not None else evalkit_home()) / STORE_FILE
-    if not where.is_file():  # never create a store to look a name up in it
+    if not store_exists(home):  # never create a store to look a name up in it ($EVALKIT_STORE counts)
         raise ReportError(f"{path}: not a file, and there is no store at {where} to find a campaign in ({expected})")
     with Store.open(home) as store, store.snapshot() as db:
         names = [str(r[0]) for r in db.execute("SELECT name FROM campaigns WHERE name IS NOT NULL ORDER BY name")]

@@ -85,9 +85,9 @@ def _kind_of_file(path: Path) -> tuple[str, str] | None:
 
 
 def _campaigns(home: Path) -> list[str]:
-    from evalkit_core.store import STORE_FILE, Store
+    from evalkit_core.store import Store, store_exists
 
-    if not (home / STORE_FILE).is_file():
+    if not store_exists(home):  # $EVALKIT_STORE (a PostgreSQL URL or a file) counts, as for every command
         return []
     with Store.open(home) as store, store.snapshot() as db:
         return [str(r[0]) for r in db.execute("SELECT name FROM campaigns WHERE name IS NOT NULL ORDER BY name")]
