@@ -500,3 +500,38 @@ def test_the_cli_spelling_at_mockllm_serves_inspects_default_output(
         ("mockllm/model", "mockllm", "Default output from mockllm/model")
     ]
     assert [e["text"] for e in events if e["type"] == "decision"] == ["Default output from mockllm/model"]
+
+
+def _boom(*_: Any) -> ModelOutput:
+    raise RuntimeError("the script broke")
+
+
+def test_the_gateway_answers_a_failing_mock_script_with_an_error_and_keeps_serving() -> None:
+    import asyncio
+
+    from evalkit.pit._gateway import _answer  # pyright: ignore[reportPrivateUsage]
+    from evalkit_core.models import Message, Request, request_to_json
+
+    request = json.dumps({"op": "complete", "model": "mockllm/model",
+                          "request": request_to_json(Request(messages=(Message("user", "hi"),), max_tokens=10))})
+    hosted: dict[str, Any] = {}
+
+    async def go(line: str) -> dict[str, Any]:
+        return await _answer(None, hosted, line.encode())
+
+    host = {"op": "host", "model": "mockllm/model", "kind": "inspect-mockllm",
+            "args": {"outputs_from": f"{__name__}:_boom", "paths": []}}
+    assert asyncio.run(go(json.dumps(host))) == {"ok": True}
+    assert asyncio.run(go(request)) == {
+        "ok": False, "error_type": "ModelError", "error": "mockllm/model: RuntimeError: the script broke"
+    }
+    missing = {**host, "args": {"outputs_from": "no_such_module_here:f", "paths": []}}
+    answer = asyncio.run(go(json.dumps(missing)))
+    assert (answer["ok"], answer["error_type"]) == (False, "ModuleNotFoundError")
+    listed = {**host, "args": {"outputs": [ModelOutput.from_content("m-1", "hello").model_dump(mode="json")]}}
+    assert asyncio.run(go(json.dumps(listed))) == {"ok": True}
+    first = asyncio.run(go(request))
+    assert (first["ok"], first["completion"]["text"], first["completion"]["reported_model"]) == (True, "hello", "m-1")
+    assert first["completion"]["simulated"] is True and first["completion"]["cost"] == "0"
+    ran_out = asyncio.run(go(request))
+    assert ran_out["ok"] is False and "custom_outputs ran out of values" in ran_out["error"]

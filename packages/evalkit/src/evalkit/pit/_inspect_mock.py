@@ -96,11 +96,11 @@ class MockModel:
             try:
                 output = next(cast("Iterator[ModelOutput]", script))
             except StopIteration:
-                raise ValueError(f"{self.model_id}: custom_outputs ran out of values") from None
+                raise ValueError("custom_outputs ran out of values") from None
         else:
             output = script(input, tools, tool_choice, config)
         if not isinstance(output, ModelOutput):
-            raise TypeError(f"{self.model_id}: custom output is {type(output).__name__}, not an Inspect ModelOutput")
+            raise TypeError(f"custom output is {type(output).__name__}, not an Inspect ModelOutput")
         if output.usage is None:
             output = output.model_copy(update={"usage": _counted(input, output.completion)})
         return output
