@@ -78,6 +78,7 @@ EXPECTED_ALL = [
     "parse_clock",
     "parse_instant",
     "parse_trusted_key",
+    "read_json_object",
     "read_receipt",
     "row_key_for",
     "row_key_secret",

@@ -22,7 +22,7 @@ from evalkit_core._errors import (
     ReceiptError,
     ReleaseError,
 )
-from evalkit_core._lazy import lazy_exports
+from evalkit_core._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from evalkit_core._calendar import (
@@ -167,7 +167,7 @@ _LAZY: dict[str, str] = {
 
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -18,7 +18,6 @@ store, and the CPUs it is given; joined (``--address HOST:PORT``) it is the oper
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType, TracebackType
@@ -29,6 +28,8 @@ from evalkit._verifiers import Verdict, VerifierSettings, grade_many
 from evalkit_core import ConfigError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from evalkit._tasks import Task
 
 __all__ = [
@@ -248,6 +249,8 @@ class GradingPool:
         self, items: list[tuple[Task, str]], settings: VerifierSettings, *, extract: bool = True
     ) -> list[Verdict]:
         """Grade one batch on the next free worker, from asyncio."""
+        import asyncio  # here, not at import: evalkit eval imports this module and must not load asyncio
+
         if self._free is None:
             self._free = asyncio.Queue()
             for a in self._actors:
