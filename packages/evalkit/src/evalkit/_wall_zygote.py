@@ -290,10 +290,17 @@ def _zygote_main() -> None:
         _serve()
     except _HostGone:
         pass
-    finally:  # however the zygote ends, no job outlives it
+    finally:  # however the zygote ends, no job outlives it: each is killed, then waited for until it is gone (a
+        # job's end takes every process of its pid namespace with it), so that the host, which waits for the
+        # zygote's jail to end, finds nothing of any job left when it does
         for pid in _JOBS:
             try:  # noqa: SIM105
                 os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in _JOBS:
+            try:  # noqa: SIM105
+                os.waitpid(pid, 0)
             except OSError:
                 pass
     # the host closed the control socket: end now, without the interpreter's shutdown (it tears down every module
