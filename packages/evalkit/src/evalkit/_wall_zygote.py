@@ -76,12 +76,18 @@ def _errno_error(what: str) -> OSError:
     return OSError(err, f"{what}: {os.strerror(err)}")
 
 
+_CLONE_ARGS: dict[int, tuple[ctypes.c_long, ctypes.c_ulong]] = {}
+
+
 def _clone(flags: int) -> int:
     """``fork`` into new namespaces in one step (the child is pid 1 of a new pid namespace). The raw syscall with
     no stack behaves like fork; the interpreter's own before/after-fork hooks run around it as ``os.fork`` does."""
-    nr = _SYS_CLONE[os.uname().machine]
+    args = _CLONE_ARGS.get(flags)
+    if args is None:  # made once per set of flags, not in every clone (a new object is a page the job shares)
+        nr = _SYS_CLONE[os.uname().machine]
+        args = _CLONE_ARGS[flags] = (ctypes.c_long(nr), ctypes.c_ulong(flags | signal.SIGCHLD))
     _before_fork()
-    pid = _pylibc.syscall(ctypes.c_long(nr), ctypes.c_ulong(flags | signal.SIGCHLD), None, None, None, None)
+    pid = _pylibc.syscall(args[0], args[1], None, None, None, None)
     if pid == 0:
         _after_fork_child()
     else:
@@ -282,6 +288,20 @@ def _send(ctl: socket.socket, msg: dict[str, object], fds: list[int] | None = No
         raise _HostGone from exc
 
 
+def _send_job_event(ctl: socket.socket, data: bytes, fd: int | None = None) -> None:
+    """A job's ``spawned`` (with its pidfd) or ``exit`` message, written without json.dumps and socket.send_fds:
+    between two clones the zygote shares its pages with a running job, and every page it writes then is a page
+    fault and a copy (json.dumps builds an encoder each call; this path wrote some 80 pages a job)."""
+    try:
+        if fd is None:
+            ctl.send(data)
+        else:
+            ctl.sendmsg([data], [(_SOL_SOCKET, _SCM_RIGHTS, fd.to_bytes(4, sys.byteorder))])
+    except OSError as exc:  # the host closed its end or ended: so does the zygote, with its jobs
+        raise _HostGone from exc
+
+
+_SOL_SOCKET, _SCM_RIGHTS = socket.SOL_SOCKET, socket.SCM_RIGHTS
 _JOBS: dict[int, object] = {}  # pid -> job id, of every job not yet reaped
 
 
@@ -348,7 +368,10 @@ def _serve() -> None:
             if pid == 0:
                 break
             job_id = jobs.pop(pid, None)
-            _send(ctl, {"op": "exit", "id": job_id, "status": status})
+            if type(job_id) is int:
+                _send_job_event(ctl, b'{"op":"exit","id":%d,"status":%d}' % (job_id, status))
+            else:
+                _send(ctl, {"op": "exit", "id": job_id, "status": status})
         if ctl not in ready:
             continue
         try:
@@ -388,5 +411,5 @@ def _serve() -> None:
             os.close(fd)
         jobs[pid] = req["id"]
         pidfd = os.pidfd_open(pid)  # the host kills the job with it; the zygote reaps it and reports its status
-        _send(ctl, {"op": "spawned", "id": req["id"]}, [pidfd])
+        _send_job_event(ctl, b'{"op":"spawned","id":%d}' % int(req["id"]), pidfd)
         os.close(pidfd)
