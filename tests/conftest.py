@@ -224,10 +224,21 @@ def ray_cluster() -> Iterator[Any]:
     except ImportError:
         pytest.skip("ray is not installed: uv sync --all-packages --all-extras")
     node = {"num_cpus": 1, "object_store_memory": RAY_OBJECT_STORE, "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args=node)
+    cluster: Any = None
+    # Ray gives a starting raylet a fixed 30 s to register, which a loaded 2-core machine can miss (its node
+    # agents are Python processes with heavy imports): a start that timed out is torn down and tried again.
+    for attempt in range(3):
+        cluster = Cluster()
+        try:
+            cluster.add_node(**node)
+            cluster.add_node(**{k: v for k, v in node.items() if k != "include_dashboard"})
+            cluster.wait_for_nodes()
+            break
+        except Exception as exc:
+            cluster.shutdown()
+            if attempt == 2 or "timed out during startup" not in str(exc):
+                raise
     try:
-        cluster.add_node(**{k: v for k, v in node.items() if k != "include_dashboard"})
-        cluster.wait_for_nodes()
         ray.init(address=cluster.address, namespace="evalkit", log_to_driver=False)
         yield cluster
     finally:

@@ -43,6 +43,7 @@ __all__ = [
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL_HINT = "install the extra: uv pip install 'evalkit-harness[ray]' (or pip install 'evalkit-harness[ray]')"
+READY_SECONDS = 60.0  # how long a new pool waits for all its workers to be placed and started
 OBJECT_STORE_BYTES = 150 * 1024 * 1024  # rollouts and verdicts are small; Ray's default is 30% of memory
 
 # Set before Ray starts in this process (and inherited by what it starts): no usage report to the Ray project,
@@ -159,7 +160,9 @@ class _SandboxWorker:
 
 class GradingPool:
     """A pool of sandbox-worker actors on the Ray cluster joined by a :class:`RayCluster`: ``workers`` of them
-    (default one per CPU of the cluster), spread over the nodes, each restarted by Ray if its process dies.
+    (default one per CPU of the cluster), spread over the nodes, each restarted by Ray if its process dies. Those
+    Ray cannot place within :data:`READY_SECONDS` (their CPUs are held by other work) are given back, keeping at
+    least one: :attr:`workers` says how many the pool has.
 
     ``grade_many`` has the meaning of :func:`evalkit.grade_many` over a local sandbox; ``grade`` grades one
     batch from asyncio (a campaign's driver). Use as a context manager."""
@@ -184,6 +187,19 @@ class GradingPool:
             )
             for i in range(self.workers)
         ]
+        # Keep the workers Ray could place. On a cluster busy with other work (another campaign's pool holding
+        # the CPUs), a worker may wait for a CPU forever; one handed grading then would hang the run. So: wait
+        # a while for all, then at least one, and give back the rest.
+        refs = [a.pid.remote() for a in self._actors]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=READY_SECONDS)
+        if not ready:
+            ready, _ = ray.wait(refs, num_returns=1)
+        placed = {refs.index(r) for r in ready}
+        for i, a in enumerate(self._actors):
+            if i not in placed:
+                ray.kill(a, no_restart=True)
+        self._actors = [a for i, a in enumerate(self._actors) if i in placed]
+        self.workers = len(self._actors)
         self._free: asyncio.Queue[Any] | None = None
         self._isolation: Isolation | None = None
 
