@@ -23,7 +23,9 @@ target is judged on load + run (the harness's work) and reported again with the 
 The agent runs in jailed processes (one per cell and one for the probe): the run's ``timings`` give the agent's
 own time (measured by the harness while it waited for the agent), the jail's start and the spawns; this
 process samples the proportional set size (PSS: shared pages counted once) of the zygote and agent processes,
-alone and with the run's, every 0.1 s.
+alone and with the run's, every 0.1 s. CPU time (user + sys) is printed too, with the load average: on a shared
+machine it is the steadier figure to compare (the harness process's own, and the child's in all, which adds the
+descendants it waited for).
 
 Then, in this process, the mean harness time of one ``pit_list`` call over the full release (main arm, pit
 clock, a late session, random offsets and forms), with the record callback a no-op (toolbox only) and with
@@ -260,7 +262,9 @@ def bench_pit_list(release_path: Path, calls: int) -> None:
         tb = Toolbox(view, s_idx, record)
         tb.pit_list(limit=20)  # warm
         view.rows._blocks.clear()  # cold render caches: every row rendered afresh at least once
+        view.rows._texts.clear()
         view._known.clear()
+        view._known_json.clear()
         t = time.perf_counter()
         for limit, offset, form in args:
             tb.pit_list(limit=limit, offset=offset, form=form)

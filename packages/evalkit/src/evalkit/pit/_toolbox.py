@@ -35,6 +35,7 @@ _DISPLAY_ORDER = (
 
 
 _BLOCK = 2048  # rows rendered together
+_TEXT_BLOCK = 16384  # rows encoded together (polars' cost per call is paid once per block)
 _ARM_POS = "_arm_position"  # a row's position in its arm frame, carried through a cell's ordering
 
 
@@ -103,6 +104,7 @@ class ArmRows:
         self.frame = arm_frame
         self._blocks: dict[int, list[dict[str, Any]]] = {}
         self._texts: dict[int, tuple[list[str], list[str], list[str]]] = {}
+        self._plain: dict[str, bool] | None = None
 
     def row(self, position: int) -> dict[str, Any]:
         """The rendered row at ``position`` of the arm frame (shared: callers copy before they change it)."""
@@ -115,12 +117,22 @@ class ArmRows:
     def text(self, position: int) -> tuple[str, str, str]:
         """The row at ``position`` as canonical JSON in three pieces: the row (with a cell's ``entry_session`` and
         ``known_at`` members, each given as ``"name":value``) is ``a + entry_session + b + "," + known_at + c``."""
-        block, j = divmod(position, _BLOCK)
+        block, j = divmod(position, _TEXT_BLOCK)
         texts = self._texts.get(block)
         if texts is None:
-            self._render_block(block)
-            texts = self._texts[block]
+            texts = self._texts[block] = self._text_block(block)
         return texts[0][j], texts[1][j], texts[2][j]
+
+    def _text_block(self, block: int) -> tuple[list[str], list[str], list[str]]:
+        if self._plain is None:  # which columns need no escaping anywhere in the arm (checked once, whole columns)
+            self._plain = {
+                key: dtype != pl.String or not self.frame.get_column(key).str.contains(_NEEDS_ESCAPE).any()
+                for key, dtype in self.frame.schema.items()
+            }
+        part = self.frame.slice(block * _TEXT_BLOCK, _TEXT_BLOCK)
+        schema = part.schema
+        names = [key for key in _DISPLAY_ORDER if key in schema]
+        return _row_texts(part.select([_as_text(key, schema[key], key) for key in names]), names, self._plain)
 
     def _render_block(self, block: int) -> list[dict[str, Any]]:
         part = self.frame.slice(block * _BLOCK, _BLOCK)
@@ -141,7 +153,6 @@ class ArmRows:
                         del out[key]
                 rows.append(out)
         self._blocks[block] = rows
-        self._texts[block] = _row_texts(texts, names)
         return rows
 
 
@@ -151,15 +162,16 @@ class ArmRows:
 _NEEDS_ESCAPE = r'["\\\x00-\x1F]'
 
 
-def _row_texts(texts: pl.DataFrame, names: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+def _row_texts(
+    texts: pl.DataFrame, names: Sequence[str], plain: Mapping[str, bool]
+) -> tuple[list[str], list[str], list[str]]:
     """Each row's canonical JSON in the three pieces :meth:`ArmRows.text` describes (null members left out), made
-    by polars a column at a time."""
+    by polars a column at a time; ``plain`` says which columns hold nothing that needs escaping."""
 
     def member(key: str) -> pl.Expr:
-        column = texts.get_column(key)
-        if not column.str.contains(_NEEDS_ESCAPE).any():
+        if plain.get(key, False):
             return pl.concat_str([pl.lit(f'"{key}":"'), pl.col(key), pl.lit('"')])
-        escaped = [None if v is None else f'"{key}":{canonical_string(v)}' for v in column.to_list()]
+        escaped = [None if v is None else f'"{key}":{canonical_string(v)}' for v in texts.get_column(key).to_list()]
         return pl.lit(pl.Series(key, escaped, dtype=pl.String))
 
     def group(keys: Sequence[str]) -> pl.Expr:
