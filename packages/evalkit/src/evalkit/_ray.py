@@ -18,6 +18,7 @@ store, and the CPUs it is given; joined (``--address HOST:PORT``) it is the oper
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType, TracebackType
@@ -100,6 +101,7 @@ class RayCluster:
         common: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": False,
+            "logging_level": logging.ERROR,  # Ray's start-up chatter stays off the command's stderr
             "namespace": "evalkit",
         }
         if self.address is None:
