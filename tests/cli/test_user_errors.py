@@ -244,3 +244,42 @@ def test_asking_for_a_campaign_where_there_is_no_store_makes_none(argv, tmp_path
     assert code == 2, err
     assert err.count("\n") == 1 and "no-campaign" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [], err
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["budget", "show"], "nothing has been recorded"),
+        (["budget", "show", "--json"], '"spent": "0"'),
+        (["calls", "list"], "no calls recorded: there is no store at"),
+        (["calls", "list", "--json"], "[]"),
+    ],
+    ids=["budget show", "budget show --json", "calls list", "calls list --json"],
+)
+def test_looking_at_spending_where_there_is_no_store_makes_none(argv, shown, tmp_path, capsys, monkeypatch):
+    """`budget show` and `calls list` in a fresh directory answer that nothing is recorded, and create nothing."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVALKIT_HOME", raising=False)
+    monkeypatch.delenv("EVALKIT_STORE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "argv", ["evalkit", *argv])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    assert exc.value.code in (0, None), out.err
+    assert shown in out.out, out.out
+    if "--json" in argv:
+        json.loads(out.out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], out.out
+    # once a store exists, the same command reads it (and still says where it is)
+    (tmp_path / ".evalkit").mkdir()
+    monkeypatch.setattr(sys, "argv", ["evalkit", "budget", "set", "5"])
+    with pytest.raises(SystemExit):
+        main()
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["evalkit", *argv])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    assert exc.value.code in (0, None), out.err
+    assert "nothing has been recorded" not in out.out and "there is no store" not in out.out

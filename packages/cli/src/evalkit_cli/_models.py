@@ -136,6 +136,19 @@ def _outcome_json(u: UnknownOutcome) -> dict[str, Any]:
     }
 
 
+def _missing_store(home: Path | None) -> Path | None:
+    """Where the store would be, when there is none there yet (a PostgreSQL store always counts as there)."""
+    from evalkit_core.store import STORE_FILE, evalkit_home, store_exists, store_location
+
+    if store_exists(home):
+        return None
+    location = store_location()
+    path = Path(location) if location is not None else (home if home is not None else evalkit_home()) / STORE_FILE
+    if path.exists() or (path.parent.exists() and not path.parent.is_dir()):
+        return None  # not a store file, or a home that is a file: opening it says what is wrong
+    return path
+
+
 def _print_status(status: BudgetStatus, path: Path | str) -> None:
     typer.echo(f"store      {path}")
     typer.echo(
@@ -178,9 +191,20 @@ def budget_show(
 
     Reservations left by processes that are gone are first charged at their worst case as unknown outcomes
     (never released as zero) and listed by call id."""
-    from evalkit_core.models import budget_status, reconcile, unknown_outcomes
+    from decimal import Decimal
+
+    from evalkit_core.models import BudgetStatus, budget_status, reconcile, unknown_outcomes
     from evalkit_core.store import Store
 
+    missing = _missing_store(home)
+    if missing is not None:  # a question asked where there is no store makes none
+        empty = BudgetStatus(cap=None, spent=Decimal(0), reserved=Decimal(0), outstanding=0)
+        if as_json:
+            _echo_json({"store": str(missing), **_status_json(empty), "reconciled_now": [], "unknown": []})
+        else:
+            _print_status(empty, missing)
+            typer.echo("(no store there yet: nothing has been recorded; `evalkit budget set` or a model call makes one)")
+        return
     with Store.open(home) as store:
         found = reconcile(store)
         status = budget_status(store)
@@ -272,6 +296,13 @@ def calls_list(
     from evalkit_core.store import Store
 
     cutoff = None if since is None else parse_since(since)
+    missing = _missing_store(home)
+    if missing is not None:  # a question asked where there is no store makes none
+        if as_json:
+            _echo_json([])
+        else:
+            typer.echo(f"no calls recorded: there is no store at {missing} yet")
+        return
     with Store.open(home) as store:
         calls = list_calls(store, since=cutoff, limit=limit)
     if as_json:
