@@ -138,13 +138,10 @@ def _outcome_json(u: UnknownOutcome) -> dict[str, Any]:
 
 def _missing_store(home: Path | None) -> Path | None:
     """Where the store would be, when there is none there yet (a PostgreSQL store always counts as there)."""
-    from evalkit_core.store import STORE_FILE, evalkit_home, store_exists, store_location
+    from evalkit_core.store import sqlite_store_path
 
-    if store_exists(home):
-        return None
-    location = store_location()
-    path = Path(location) if location is not None else (home if home is not None else evalkit_home()) / STORE_FILE
-    if path.exists() or (path.parent.exists() and not path.parent.is_dir()):
+    path = sqlite_store_path(home)
+    if path is None or path.exists() or (path.parent.exists() and not path.parent.is_dir()):
         return None  # not a store file, or a home that is a file: opening it says what is wrong
     return path
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 import attrs
 
 from evalkit_core.models import charged_for_label
-from evalkit_core.store import STORE_FILE, Store, evalkit_home, store_exists
+from evalkit_core.store import Store, sqlite_store_path, store_exists
 from evalkit_router._errors import CampaignError
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def require_store(name: str, home: Path | None = None) -> None:
     """Raise :class:`CampaignError` naming ``name`` when there is no store to look it up in, so that asking for a
     campaign in a directory without one makes no store there."""
     if not store_exists(home):
-        where = (home if home is not None else evalkit_home()) / STORE_FILE
+        where = sqlite_store_path(home)
         raise CampaignError(f"no campaign named {name!r}: there is no store at {where} yet "
                             "(evalkit campaign run FILE makes one; --home or $EVALKIT_HOME names another)")
 

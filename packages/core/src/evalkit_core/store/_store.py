@@ -185,13 +185,20 @@ def store_location(env: Mapping[str, str] | None = None) -> str | None:
     return value or None
 
 
+def sqlite_store_path(home: str | Path | None = None) -> Path | None:
+    """The SQLite file :meth:`Store.open` with this ``home`` would open (``$EVALKIT_STORE`` first), or None when
+    the store is PostgreSQL."""
+    location = store_location()
+    if location is not None:
+        return None if is_postgres_url(location) else Path(location)
+    return (Path(home) if home is not None else evalkit_home()) / STORE_FILE
+
+
 def store_exists(home: str | Path | None = None) -> bool:
     """Whether :meth:`Store.open` with this ``home`` would open a store that is already there (a PostgreSQL URL
     always counts). A question asked of a directory that has no store yet should not make one to answer it."""
-    location = store_location()
-    if location is not None:
-        return is_postgres_url(location) or Path(location).is_file()
-    return ((Path(home) if home is not None else evalkit_home()) / STORE_FILE).is_file()
+    path = sqlite_store_path(home)
+    return path is None or path.is_file()
 
 
 def utc_now() -> str:
