@@ -130,3 +130,48 @@ def test_an_unknown_campaign_is_one_line_and_exit_2(trained, capsys, monkeypatch
     assert "campaign 'nope' not found" in err
     assert len(err.strip().splitlines()) == 1
     assert not (trained["out"] / "x").exists()
+
+
+def test_a_sandbox_weaker_than_the_campaigns_isolation_trains_nothing(trained, monkeypatch):
+    """The campaign's verdicts were graded behind the wall this machine gives; a reward function whose sandbox
+    lacks a layer would answer None for every completion, so the command refuses up front and says why."""
+    import evalkit_training._grpo as grpo
+    from evalkit import Sandbox
+    from evalkit_core.store import Store
+    from evalkit_training import GrpoSettings, RewardError, train_grpo
+
+    required = json.loads((trained["out"] / "receipt.json").read_text())["body"]["isolation"]["required"]
+    if "seccomp" in required:
+        pytest.skip(f"the campaign was graded without seccomp already ({required})")
+    made = grpo.make_reward
+    with Sandbox(SandboxLimits(cpu_seconds=1.0), workers=1, without=("seccomp",)) as weak:
+        have = weak.isolation.label
+        monkeypatch.setattr(grpo, "make_reward", lambda *a, **k: made(*a, **{**k, "sandbox": weak}))
+        monkeypatch.setenv("EVALKIT_HOME", str(trained["home"]))
+        out = trained["out"].parent / "weak"
+        with Store.open() as store, pytest.raises(RewardError) as exc:
+            train_grpo(store, "small", out, GrpoSettings(steps=1, generations=2, max_completion_tokens=4))
+    assert f"graded behind the isolation {required!r}, this machine's sandbox has {have!r}" in str(exc.value)
+    assert not (out / "rewards.jsonl").exists()
+    assert not (out / "receipt.json").exists()
+
+
+def test_a_local_open_weights_directory_is_the_policy(trained, tmp_path):
+    """--model DIR (as docs/rewards.md shows for a real model): a directory written by save_pretrained is loaded
+    offline and trained on; the receipt names it and digests its config."""
+    from evalkit_training import tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    model_dir = tmp_path / "model"
+    tiny_model(tokenizer, seed=7).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    out = tmp_path / "train"
+    args = ["train", "grpo", "--campaign", "small", "--model", str(model_dir), "--out", str(out), "--steps", "1",
+            "--generations", "2", "--max-completion-tokens", "4", "--json"]  # fmt: skip
+    result = runner.invoke(app, args, env={"EVALKIT_HOME": str(trained["home"])})
+    assert result.exit_code == 0, result.output
+    body = json.loads((out / "receipt.json").read_text())["body"]
+    assert (body["model"]["kind"], body["model"]["source"]) == ("pretrained", str(model_dir))
+    tiny = json.loads((trained["out"] / "receipt.json").read_text())["body"]["model"]
+    assert body["model"]["parameters"] == tiny["parameters"]
+    assert [json.loads(line)["step"] for line in (out / "rewards.jsonl").read_text().splitlines()] == [0]

@@ -31,7 +31,7 @@ from evalkit import JSON, CodeTask, Task, load_tasks, render_prompt
 from evalkit_core import atomic_write_bytes, canonical_bytes, digest, make_receipt, write_receipt
 from evalkit_core.store import Store
 from evalkit_training._export import campaign_rollouts
-from evalkit_training._reward import REWARD_VERSION, RewardError, banked_adversarial
+from evalkit_training._reward import REWARD_VERSION, RewardError, banked_adversarial, weaker_isolation
 from evalkit_training.trl import RewardFunction, make_reward
 
 __all__ = ["TRAIN_EXTRA_HINT", "GrpoResult", "GrpoSettings", "tiny_model", "tiny_tokenizer", "train_grpo"]
@@ -292,6 +292,12 @@ def train_grpo(
         if reward.settings.digest != found.settings.digest:  # the same settings the campaign graded under
             raise RewardError(f"campaign {found.name}: the reward's verifier settings differ from the campaign's")
         in_effect = reward.isolation()
+        if weaker_isolation(in_effect, required):  # every completion would get None: say why, train nothing
+            raise RewardError(
+                f"campaign {found.name}: its verdicts were graded behind the isolation {required!r}, this machine's "
+                f"sandbox has {in_effect!r}; the reward function gives no reward (None) under weaker isolation, so "
+                "there is nothing to train on: train where the sandbox has the campaign's isolation"
+            )
         controls = _controls(reward, tasks, tasks_path)
         if announce is not None:
             announce(
