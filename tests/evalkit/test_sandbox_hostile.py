@@ -1750,3 +1750,26 @@ def test_a_huge_value_handed_back_to_the_candidate(sandbox):
     check = "def check(candidate):\n    big = candidate(1)\n    assert candidate([big, big]) == 2\n"
     v = run(sandbox, source, one_check(check))
     assert reasons(v) == ["crash"]
+
+
+def test_a_candidates_random_numbers_are_the_same_every_job(sandbox):
+    """Every job starts from one random state (the zygote seeds ``random`` once; no reseed from the system's entropy
+    in each clone): the same candidate draws the same numbers in every job, so its grade does not depend on luck."""
+    source = "import random\ndef f(x):\n    return [random.random(), random.randrange(10**9)]\n"
+    first, second = returned(sandbox, source), returned(sandbox, source)
+    assert first == second, (first, second)
+    assert json.loads(first)[0] != 0.0
+
+
+def test_a_check_draws_from_a_random_state_no_candidate_shares(sandbox):
+    """HumanEval's checks draw their inputs from the module-level ``random`` (HumanEval/038, /050): the checker
+    reseeds from the system's entropy when it starts, so a candidate that knows the candidates' seed cannot replay
+    the check's draws. The check compares its own next numbers with the candidate's."""
+    source = "import random\ndef f(x):\n    return [random.random() for _ in range(3)]\n"
+    check = src("""
+        import random
+        def check(candidate):
+            assert candidate(1) != [random.random() for _ in range(3)]
+    """)
+    v = run(sandbox, source, one_check(check))
+    assert reasons(v) == ["ok"], v

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import marshal
 import os
 import select
 import shutil
@@ -516,7 +517,7 @@ class Zygote:
                 os.chown(work, uid or 0, uid or 0)
             req["workdir"] = str(work)
         try:
-            socket.send_fds(self._ctl, [json.dumps(req).encode()], list(fds))
+            socket.send_fds(self._ctl, [marshal.dumps(req)], list(fds))
         except OSError as exc:
             self.stop()
             raise WallError(f"cannot reach the wall's zygote: {exc}") from exc

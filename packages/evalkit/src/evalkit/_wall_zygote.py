@@ -33,6 +33,7 @@ import _signal  # pyright: ignore[reportMissingImports]  # no stub; see _child_s
 import ctypes
 import gc
 import json
+import marshal
 import os
 import resource
 import select
@@ -67,6 +68,14 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _pylibc = ctypes.PyDLL(None, use_errno=True)  # a PyDLL keeps the GIL held across the call, as clone needs
 _pylibc.syscall.restype = ctypes.c_long
 _before_fork = ctypes.pythonapi.PyOS_BeforeFork
+# Resolved here, with their argument types, rather than on first use: a child that looked up ``_libc.mount`` made the
+# function object (and grew the library's attribute dict) in pages it shares with the zygote, each then copied
+_mount_call = _libc.mount
+_mount_call.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_mount_call.restype = ctypes.c_int
+_prctl_call = _libc.prctl
+_prctl_call.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_prctl_call.restype = ctypes.c_int
 _after_fork_child = ctypes.pythonapi.PyOS_AfterFork_Child
 _after_fork_parent = ctypes.pythonapi.PyOS_AfterFork_Parent
 
@@ -98,7 +107,7 @@ def _clone(flags: int) -> int:
 
 
 def _mount(source: bytes, target: bytes, fstype: bytes | None, flags: int, data: bytes | None) -> None:
-    if _libc.mount(source, target, fstype, ctypes.c_ulong(flags), data) != 0:
+    if _mount_call(source, target, fstype, flags, data) != 0:
         raise _errno_error(f"mount {target.decode()}")
 
 
@@ -192,9 +201,10 @@ class _Seccomp:
 
         self._program = ctypes.create_string_buffer(program, len(program))
         self._fprog = Fprog(len(program) // 8, ctypes.cast(self._program, ctypes.c_void_p))
+        self._fprog_address = ctypes.addressof(self._fprog)  # an int: no ctypes object is made in the child
 
     def load(self) -> None:
-        if _libc.prctl(22, 2, ctypes.byref(self._fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        if _prctl_call(22, 2, self._fprog_address, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
             raise _errno_error("prctl(PR_SET_SECCOMP)")
 
 
@@ -265,7 +275,7 @@ def _child_setup(req: dict[str, object], fds: list[int], settings: dict[str, obj
     os.chdir(workdir)
     os.umask(0o077)
     _set_limits(req["limits"])  # type: ignore[arg-type]
-    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if _prctl_call(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise _errno_error("prctl(NO_NEW_PRIVS)")
     if seccomp is not None:
         seccomp.load()
@@ -355,11 +365,12 @@ def _serve() -> None:
     while True:
         ready, _, _ = select.select([ctl, wake_r], [], [])
         if wake_r in ready:
-            while True:
-                try:
-                    os.read(wake_r, 512)
-                except BlockingIOError:
-                    break
+            # one read empties it (a byte a signal; if more are left, select wakes again), not a loop that ends on a
+            # BlockingIOError raised and caught every time, each a few pages written
+            try:  # noqa: SIM105 - no contextlib: the zygote imports only what it must
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
         while jobs:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -380,7 +391,8 @@ def _serve() -> None:
             data, fds = b"", []
         if not data:
             return
-        req = json.loads(data)
+        # the host's request (it is trusted and runs the same interpreter); json.loads cost some 20 page faults a job
+        req = marshal.loads(data)  # noqa: S302
         payload = payloads[req["payload"]]
         try:
             pid = _clone(flags) if flags and req.get("namespaces", True) else os.fork()
@@ -394,9 +406,9 @@ def _serve() -> None:
             try:
                 _signal.set_wakeup_fd(-1)
                 _child_signal(_signal.SIGCHLD, _signal.SIG_DFL)
-                ctl.close()
-                os.close(wake_r)
-                os.close(wake_w)
+                # the control socket and the wake-up pipe are not closed here: _child_setup's closerange closes
+                # every descriptor the job was not given (closing the socket object in Python cost some 30 page
+                # faults a job), and nothing in between reads or writes them
                 _child_setup(req, fds, settings, seccomp)
                 code = 0
                 payload(settings, req.get("args") or {})
