@@ -278,7 +278,6 @@ def train_grpo(
         raise RewardError(f"{TRAIN_EXTRA_HINT} ({exc})") from None
 
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     tasks_path = str(Path(bank).resolve())
     reward = make_reward(
         tasks_path,
@@ -304,6 +303,7 @@ def train_grpo(
                 f"reward controls on {controls[0]['task_id'] if controls else '-'}: "
                 + "  ".join(f"{c['name']} {c['reward']}" for c in controls)
             )
+        out_dir.mkdir(parents=True, exist_ok=True)  # only once the reward is one to train on
 
         tokenizer: Any
         model: Any
