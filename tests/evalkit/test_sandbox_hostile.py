@@ -1773,3 +1773,24 @@ def test_a_check_draws_from_a_random_state_no_candidate_shares(sandbox):
     """)
     v = run(sandbox, source, one_check(check))
     assert reasons(v) == ["ok"], v
+
+
+def test_the_next_candidates_process_waits_with_nothing_and_goes_at_settle(sandbox):
+    """While a job runs, the worker starts the next job's process (cloned and jailed ahead, given nothing). Once the
+    finished job's processes are gone (the kernel tears its namespaces down after the kill) there is that one
+    process and no other: not the finished job's uid, blocked reading its empty job pipe; settling ends it."""
+    source = "import os\ndef f(x):\n    return os.getuid()\n"
+    v = grade(one(0), source, sandbox, extract=False)
+    job_uid = actual(v)
+
+    def waiting() -> list[int]:
+        left = user_processes(job_uids(sandbox))
+        return left if len(left) == 1 and "pipe" in Path(f"/proc/{left[0]}/wchan").read_text() else []
+
+    deadline = time.monotonic() + 10
+    while not (left := waiting()) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the spare still being set up, or the killed job still being torn down
+    assert left, user_processes(job_uids(sandbox))
+    assert Path(f"/proc/{left[0]}").stat().st_uid != job_uid
+    sandbox.settle()
+    assert user_processes(job_uids(sandbox)) == []

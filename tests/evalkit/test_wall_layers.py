@@ -117,3 +117,19 @@ def test_eval_says_so_in_one_line_when_the_wall_is_weaker(monkeypatch):
     warnings = [ln for ln in result.stderr.splitlines() if ln.startswith("warning: weaker sandbox isolation")]
     assert len(warnings) == 1
     assert "seccomp" in warnings[0] or "left out by the caller" in warnings[0]
+
+
+def test_live_walls_in_one_process_never_share_a_uid_block():
+    """Each wall user (sandbox, agent jail) holds its block of uids until it closes: one that lives long keeps its
+    own while many others come and go (they used to take blocks round-robin, eight to a process, so a ninth
+    sandbox shared the uids of one still running jobs)."""
+    from evalkit._wall import release_uid_block, uid_block
+
+    keep = uid_block()
+    for _ in range(20):
+        other = uid_block()
+        assert other != keep
+        release_uid_block(other)
+    release_uid_block(keep)
+    with Sandbox(workers=1) as a, Sandbox(workers=1) as b:
+        assert not set(a.uids) & set(b.uids)

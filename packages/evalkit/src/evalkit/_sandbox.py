@@ -47,6 +47,7 @@ from evalkit._wall import (
     Zygote,
     adopt_early,
     describe_status,
+    release_uid_block,
     sandbox_payload_source,
     uid_block,
 )
@@ -328,8 +329,29 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+@attrs.define
+class _Spare:
+    """A candidate's process started ahead of its job: cloned, jailed and blocked reading its (empty) input pipe. It
+    has been given nothing (the job's source goes in when it is taken), holds a uid of its own, and is killed
+    unused when its worker settles, restarts or closes. ``out_r``, ``in_w`` and ``rep_r`` are this process's ends
+    of its output, input and reply pipes."""
+
+    spawned: Spawned
+    out_r: int
+    in_w: int
+    rep_r: int
+
+    def close_fds(self) -> None:
+        for fd in (self.out_r, self.in_w, self.rep_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 class _Worker:
-    """One zygote and the uids it hands out; used by one thread at a time."""
+    """One zygote and the uids it hands out; used by one thread at a time.
+
+    While a job runs, the next job's candidate process is already being cloned and jailed (:class:`_Spare`): the
+    zygote's clone and the child's setup overlap the running job instead of starting after it."""
 
     def __init__(self, sandbox: Sandbox, slot: int) -> None:
         self._box = sandbox
@@ -340,6 +362,7 @@ class _Worker:
         self._checker: Spawned | None = None
         self._checker_sock: socket.socket | None = None
         self._checker_exit: int | None = None
+        self._spare: _Spare | None = None
 
     def _zygote(self, *, namespaces: bool) -> Zygote:
         without = self._box.without
@@ -360,6 +383,7 @@ class _Worker:
         if self.zygote.running and self.checked:
             return
         self._checker = self._checker_sock = None
+        self.drop_spare(kill=False)  # it belonged to the zygote that is being replaced
         self.zygote.start()
         if self._canary():
             self.checked = True
@@ -442,6 +466,7 @@ class _Worker:
                 return self._calls(job, group)
             except WallError:
                 self.checked = False
+                self.drop_spare(kill=False)
                 self.zygote.stop()
                 if attempt == 1:
                     raise
@@ -479,14 +504,7 @@ class _Worker:
         ex = _Exchange()
         spawned: Spawned | None = None
         try:
-            out_r, out_w = ex.pipe()
-            in_r, in_w = ex.pipe()
-            rep_r, rep_w = ex.pipe()
-            spawned = self.zygote.spawn(
-                "candidate", [out_w, in_r, rep_w], uid=self._uid(), limits=limits.rlimits(), disk_bytes=limits.disk_bytes
-            )
-            for fd in (out_w, in_r, rep_w):
-                ex.close(fd)
+            spawned, out_r, in_w, rep_r = self._take_candidate(ex)
             # the job and every call go in at once: the candidate loads, reports, then answers the calls in turn,
             # with no round trip between them (each answer still has its own deadline)
             calls = b"".join(
@@ -558,22 +576,16 @@ class _Worker:
         ex = _Exchange()
         spawned: list[Spawned] = []
         try:
-            out_r, out_w = ex.pipe()
-            cin_r, cin_w = ex.pipe()  # checker -> candidate
-            cout_r, cout_w = ex.pipe()  # candidate -> checker
+            candidate, out_r, cin_w, cout_r = self._take_candidate(ex)  # cin: checker -> candidate; cout: back
+            spawned.append(candidate)
             kin_r, kin_w = ex.pipe()  # host -> checker
             kout_r, kout_w = ex.pipe()  # checker -> host
-            spawned.append(
-                self.zygote.spawn(
-                    "candidate", [out_w, cin_r, cout_w], uid=self._uid(), limits=limits.rlimits(), disk_bytes=limits.disk_bytes
-                )
-            )
             # the candidate's source goes in before the checker gets the pipe: it starts loading while the checker
             # is handed the check, and the checker never relays (or holds) the source
             if not _write_all(cin_w, self._job_line(job), _monotonic() + limits.wall):
                 raise WallError("the candidate's process did not take its source")
             self._send_check([kin_r, kout_w, cin_w, cout_r])
-            for fd in (out_w, cin_r, cout_w, kin_r, kout_w, cin_w, cout_r):
+            for fd in (kin_r, kout_w, cin_w, cout_r):
                 ex.close(fd)
             body = {"check": test["check"], "context": test.get("context") or "", "entry_point": job.entry_point}
             ex.write(kin_w, (tagged_encode(body) + "\n").encode(), close=True)
@@ -618,6 +630,50 @@ class _Worker:
                 self.zygote.release(s)
             ex.close_all()
 
+    # ------------------------------------------------------------------------------------------- candidates
+
+    def _spawn_candidate(self) -> _Spare:
+        """Ask the zygote for a candidate's process (it returns at once; the clone happens meanwhile)."""
+        limits = self._box.limits
+        out_r, out_w = os.pipe()
+        in_r, in_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        try:
+            spawned = self.zygote.spawn(
+                "candidate", [out_w, in_r, rep_w], uid=self._uid(), limits=limits.rlimits(), disk_bytes=limits.disk_bytes
+            )
+        except BaseException:
+            for fd in (out_r, in_w, rep_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (out_w, in_r, rep_w):
+                os.close(fd)
+        return _Spare(spawned, out_r, in_w, rep_r)
+
+    def _take_candidate(self, ex: _Exchange) -> tuple[Spawned, int, int, int]:
+        """A candidate's process for this job (the spare when there is one), its pipe ends now the exchange's; and
+        the next job's spare asked for at once, so that its clone overlaps this job."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            spare = self._spawn_candidate()
+        ex.fds += [spare.out_r, spare.in_w, spare.rep_r]
+        try:
+            self._spare = self._spawn_candidate()
+        except WallError:
+            self._spare = None  # this job then finds the zygote gone too, and says so
+        return spare.spawned, spare.out_r, spare.in_w, spare.rep_r
+
+    def drop_spare(self, *, kill: bool = True) -> None:
+        """Forget the spare: killed (``kill``) while its zygote lives on, else only its pipes closed (its zygote is
+        stopping and takes it along)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        spare.close_fds()
+        if kill and self.zygote.running:
+            self.zygote.release(spare.spawned)
+
     # ------------------------------------------------------------------------------------------- the checker
 
     def _send_check(self, fds: list[int]) -> None:
@@ -659,10 +715,12 @@ class _Worker:
         self._checker = self._checker_sock = None
         if sock is not None:
             sock.close()
+        self.drop_spare(kill=False)  # the zygote kills it with every other job of its own
         self.zygote.hang_up()
 
     def close(self) -> None:
         self._drop_checker()
+        self.drop_spare(kill=False)
         self.zygote.stop()
 
 
@@ -792,6 +850,7 @@ class Sandbox:
         self.limits = limits or SandboxLimits()
         # one per CPU by default: measured on HumanEval (164 checks), 2 workers on 2 CPUs beat 4 and 6
         self.workers = max(1, min(8, workers or (os.cpu_count() or 1)))
+        self._own_block = uid_base is None
         self._uid_base = uid_base if uid_base is not None else uid_block()
         self._uid_next = 0
         self._uid_lock = threading.Lock()
@@ -931,6 +990,7 @@ class Sandbox:
         for _ in self._workers:
             worker = self._free.get()
             try:
+                worker.drop_spare()  # a process started for a job that never came is a process all the same
                 worker.zygote.settle()
             finally:
                 self._free.put(worker)
@@ -945,6 +1005,9 @@ class Sandbox:
             w.hang_up()
         for w in self._workers:
             w.close()
+        if self._own_block:  # every job of this sandbox is gone: its uids may serve another
+            self._own_block = False
+            release_uid_block(self._uid_base)
 
     def __enter__(self) -> Self:
         return self

@@ -108,13 +108,29 @@ DEFAULT_DENY: tuple[str, ...] = (
 
 _UID_FLOOR = 200_000  # far above any uid in /etc/passwd; these uids own nothing outside a job
 _UID_BLOCK = 1024
+_UID_SLOTS = 8  # blocks a process may hold at once
 _instances = iter(range(1 << 30))
+_live_slots: set[int] = set()
+_slots_lock = threading.Lock()
 
 
 def uid_block() -> int:
     """The first of a block of 1024 uids for one wall user in this process, distinct across live processes (by
-    pid) and instances, so that no two running jobs anywhere on the machine share a uid."""
-    return _UID_FLOOR + ((os.getpid() % 100_000) * 8 + next(_instances) % 8) * _UID_BLOCK
+    pid) and across the users alive in this process (a block is held until :func:`release_uid_block`), so that no
+    two running jobs anywhere on the machine share a uid. Past eight users alive at once in one process, blocks
+    are shared again (each user still rotates through 1016 uids)."""
+    with _slots_lock:
+        free = [s for s in range(_UID_SLOTS) if s not in _live_slots]
+        slot = free[0] if free else next(_instances) % _UID_SLOTS
+        _live_slots.add(slot)
+    return _UID_FLOOR + ((os.getpid() % 100_000) * _UID_SLOTS + slot) * _UID_BLOCK
+
+
+def release_uid_block(base: int) -> None:
+    """Give back a block :func:`uid_block` handed out, once nothing of its user runs any more."""
+    slot = (base - _UID_FLOOR) // _UID_BLOCK - (os.getpid() % 100_000) * _UID_SLOTS
+    with _slots_lock:
+        _live_slots.discard(slot)
 
 
 @attrs.frozen

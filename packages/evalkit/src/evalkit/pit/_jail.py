@@ -37,7 +37,16 @@ from typing import Any, cast
 
 import attrs
 
-from evalkit._wall import DEFAULT_DENY, Spawned, WallError, WallPolicy, Zygote, describe_status, uid_block
+from evalkit._wall import (
+    DEFAULT_DENY,
+    Spawned,
+    WallError,
+    WallPolicy,
+    Zygote,
+    describe_status,
+    release_uid_block,
+    uid_block,
+)
 from evalkit.pit._agents import AgentReply
 from evalkit.pit._guard import EgressAttempt
 from evalkit.pit._recipe import Recipe, jail_roots, site_dirs
@@ -164,6 +173,7 @@ class AgentJail:
         self.network_policy = network_policy
         self.limits = limits or AgentLimits()
         self._uid_base = uid_block()
+        self._block_released = False
         self._uid_next = 0
         self._zygote: Zygote | None = None
         self._wall: AgentWall | None = None
@@ -349,6 +359,9 @@ class AgentJail:
                 self._zygote.settle(timeout=5.0)
             self._zygote.stop()
             self._zygote = None
+        if not self._block_released:  # nothing of this jail runs any more: its uids may serve another
+            self._block_released = True
+            release_uid_block(self._uid_base)
 
 
 class AgentJailError(EvalkitError):
