@@ -118,3 +118,43 @@ def test_every_help_text_is_printed_whole() -> None:
                 assert squeeze(text) in squeeze(shown.output), (path, param.name, text)
                 checked += "[" in text
     assert checked >= 10  # the texts with brackets are among those checked
+
+
+def test_a_run_builds_only_the_command_it_names() -> None:
+    """typer builds the options of every command an app holds before it parses anything; the console script lets
+    the app hold only the command (or group) its arguments name, and gives every other one back afterwards."""
+    import typer.main
+
+    from evalkit_cli._app import _named, _only_the_named, app
+
+    assert _named(["eval", "--tasks", "x"]) == "eval"
+    assert _named(["--store", "s.sqlite", "budget", "show"]) == "budget"
+    assert _named(["--store=s.sqlite", "tasks", "validate"]) == "tasks"
+    assert _named(["--help"]) is None
+    assert _named(["--version", "eval"]) is None
+    assert _named([]) is None
+    whole = (list(app.registered_commands), list(app.registered_groups))
+    with _only_the_named(app, ["--store", "s.sqlite", "eval", "--json"]):
+        built = typer.main.get_command(app)
+        assert sorted(built.commands) == ["eval"]  # type: ignore[attr-defined]
+    with _only_the_named(app, ["tasks", "validate"]):
+        assert sorted(typer.main.get_command(app).commands) == ["tasks"]  # type: ignore[attr-defined]
+    with _only_the_named(app, ["no-such-command"]):  # left whole: typer's own error and suggestions
+        assert "eval" in typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    assert (app.registered_commands, app.registered_groups) == whole
+
+
+def test_a_named_command_behaves_as_in_the_whole_app(tmp_path) -> None:
+    """The console script (one command built) and the whole app print the same help and the same errors."""
+    from typer.testing import CliRunner
+
+    from evalkit_cli._app import app
+
+    env = {"COLUMNS": "100", "EVALKIT_HOME": str(tmp_path)}
+    for args in (["eval", "--help"], ["tasks", "validate", "--help"], ["eval", "--solver", "nope", "--tasks", "tasks"]):
+        code = f"import sys; sys.argv = ['evalkit', *{args!r}]\nfrom evalkit_cli import main\nmain()"
+        script = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env={**__import__("os").environ, **env})
+        whole = CliRunner().invoke(app, args, prog_name="evalkit", env=env)
+        assert script.returncode == (whole.exit_code if args[-1] == "--help" else 2), (args, script.stderr)
+        if args[-1] == "--help":
+            assert script.stdout == whole.stdout, args
