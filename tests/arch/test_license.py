@@ -21,3 +21,13 @@ def test_every_package_declares_apache_2() -> None:
     for path in packages:
         project = tomllib.loads(path.read_text())["project"]
         assert project.get("license") == "Apache-2.0", path
+
+
+def test_every_package_ships_the_licence_text() -> None:
+    """Apache-2.0 asks for a copy of the licence with every redistribution: each package holds the root's LICENSE,
+    which the build backend puts into the wheel's ``.dist-info/licenses``."""
+    root_text = (ROOT / "LICENSE").read_bytes()
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        copy = pyproject.parent / "LICENSE"
+        assert copy.is_file(), copy
+        assert copy.read_bytes() == root_text, copy
