@@ -358,6 +358,7 @@ class _Worker:
         self.slot = slot
         early = adopt_early(_payload_source()) if not sandbox.without else None
         self.zygote = early or self._zygote(namespaces="namespaces" not in sandbox.without)
+        self.zygote.on_uid_free = sandbox.free_uid
         self.checked = False
         self._checker: Spawned | None = None
         self._checker_sock: socket.socket | None = None
@@ -390,6 +391,7 @@ class _Worker:
             return
         self.zygote.stop()
         self.zygote = self._zygote(namespaces=False)
+        self.zygote.on_uid_free = self._box.free_uid
         self.zygote.start()
         if not self._canary():
             self.zygote.stop()
@@ -854,6 +856,7 @@ class Sandbox:
         self._uid_base = uid_base if uid_base is not None else uid_block()
         self._uid_next = 0
         self._uid_lock = threading.Lock()
+        self._uids_taken: set[int] = set()
         self._degraded: set[str] = set()
         self._workers = [_Worker(self, slot) for slot in range(self.workers)]
         self._free: queue.Queue[_Worker] = queue.Queue()
@@ -864,11 +867,21 @@ class Sandbox:
 
     def next_uid(self) -> int:
         """A job's uid: the block's first 8 belong to the workers' checker servers, which outlive jobs; the other
-        1016 go round, and a uid comes back only after 1015 later jobs, long after its job's namespace is gone."""
+        1016 go round, skipping every uid whose job the zygote has not yet reported gone (:meth:`free_uid`), so no
+        two jobs that exist at once share a uid however long one of them runs."""
         with self._uid_lock:
-            uid = self._uid_base + 8 + self._uid_next % 1016
-            self._uid_next += 1
-            return uid
+            for _ in range(1016):
+                uid = self._uid_base + 8 + self._uid_next % 1016
+                self._uid_next += 1
+                if uid not in self._uids_taken:
+                    self._uids_taken.add(uid)
+                    return uid
+        raise WallError("every uid of this sandbox belongs to a job that still exists")
+
+    def free_uid(self, uid: int) -> None:
+        """The job that had ``uid`` is gone (its zygote reaped it, or ended)."""
+        with self._uid_lock:
+            self._uids_taken.discard(uid)
 
     def checker_uid(self, slot: int) -> int:
         return self._uid_base + slot

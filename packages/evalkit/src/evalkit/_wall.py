@@ -272,6 +272,8 @@ class Zygote:
         self._failed: dict[int, str] = {}
         self._released: list[Spawned] = []
         self._next_id = 0
+        self._job_uids: dict[int, int] = {}  # job id -> its uid, until the zygote reports the job gone
+        self.on_uid_free: Callable[[int], None] | None = None  # told each uid whose job is gone
         self._lock = threading.Lock()
         self.denied: list[str] = []
         self._log = Path(tempfile.gettempdir()) / f"evalkit-wall-{os.getpid()}-{label}.log"
@@ -435,6 +437,8 @@ class Zygote:
             if pidfd is not None:
                 with contextlib.suppress(OSError):
                     os.close(pidfd)
+        for job_id in list(self._job_uids):  # the zygote and every job of its own are gone
+            self._uid_free(job_id)
         self._pidfds.clear()
         self._failed.clear()
         self._released.clear()
@@ -479,8 +483,15 @@ class Zygote:
             os.close(fd)
         if op == "failed":
             self._failed[job_id] = str(msg.get("error"))
+            self._uid_free(job_id)
         elif op == "exit" and isinstance(msg.get("status"), int):
             self._exits[job_id] = cast("int", msg["status"])
+            self._uid_free(job_id)
+
+    def _uid_free(self, job_id: int) -> None:
+        uid = self._job_uids.pop(job_id, None)
+        if uid is not None and self.on_uid_free is not None:
+            self.on_uid_free(uid)
 
     def _await(self, ready: Callable[[], bool], timeout: float) -> bool:
         end = _monotonic() + timeout
@@ -517,6 +528,8 @@ class Zygote:
         assert self._ctl is not None
         self._next_id += 1
         job_id = self._next_id
+        if uid is not None and self.separate_uids:
+            self._job_uids[job_id] = uid
         req: dict[str, object] = {
             "id": job_id,
             "payload": payload,
