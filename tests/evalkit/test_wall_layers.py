@@ -150,4 +150,4 @@ def test_a_uid_stays_taken_while_its_job_exists():
         uid = run.tests[0].value
         assert isinstance(uid, int) and uid in box.uids
         box.settle()  # the job is reaped: the zygote's report gives its uid back
-        assert uid not in box._uids_taken  # noqa: SLF001
+        assert uid not in box._uids_taken
