@@ -31,7 +31,7 @@ from campaign_support import (  # pyright: ignore[reportImplicitRelativeImport]
 )
 
 import evalkit_router._campaign as campaign_module
-from evalkit import model_request
+from evalkit import model_request, render_prompt
 from evalkit_core.models import ModelClient, load_registry, set_budget_cap
 from evalkit_core.store import Store
 from evalkit_router import campaign_report, run_campaign, write_campaign_outputs
@@ -89,9 +89,22 @@ def _provider_cost(fake: FakeModelServer) -> Decimal:
     return total
 
 
-def _reference(fake: FakeModelServer, tmp_path: Path, k: int) -> tuple[bytes, Decimal, dict[str, Any]]:
-    """The undisturbed local run: its results file, its spend and its summary."""
+# A wrong answer that takes a while to grade (it sleeps while it loads): grading then lasts well past the moment
+# the last completion is stored, however fast the sandbox is, so a driver killed at that moment is mid-grading.
+SLOW_WRONG = "```python\nimport time\ntime.sleep(0.4)\nx = 1\n```\n"
+
+
+def _teach(fake: FakeModelServer, *, slow: bool) -> None:
     teach(fake)
+    if slow:
+        for i, task in enumerate(subset_tasks()):
+            if i:  # spotty answers every task but the first wrongly: slowly, here
+                fake.answers[("spotty", render_prompt(task))] = SLOW_WRONG
+
+
+def _reference(fake: FakeModelServer, tmp_path: Path, k: int, *, slow: bool = False) -> tuple[bytes, Decimal, dict[str, Any]]:
+    """The undisturbed local run: its results file, its spend and its summary (``slow``: see SLOW_WRONG)."""
+    _teach(fake, slow=slow)
     home = tmp_path / "ref-home"
     path = write_campaign(tmp_path / "ref", models=MODELS, k=k, concurrency=4, registry=registry_toml(fake.base))
     fake.reset()
@@ -179,7 +192,7 @@ def test_a_killed_driver_resumes_without_paying_twice(
     stored and grading is under way; its actors die with it. The next run pays nothing more, grades what was
     left, and ends with the undisturbed run's results and spend."""
     k = 3
-    ref_results, ref_spent, _ = _reference(fake_server, tmp_path, k)
+    ref_results, ref_spent, _ = _reference(fake_server, tmp_path, k, slow=True)
     planned = len(MODELS) * len(subset_tasks()) * k
     home = tmp_path / "home"
     path = write_campaign(tmp_path / "c", models=MODELS, k=k, concurrency=8, registry=registry_toml(fake_server.base))
