@@ -150,6 +150,21 @@ def _address_host(address: Any) -> object:
     return address
 
 
+@pytest.fixture(scope="module", autouse=True)
+def collect_leaked_anyio_streams() -> Iterator[None]:
+    """After each module, collect the anyio memory streams its libraries (inspect_ai, httpx) dropped unclosed, with
+    that one ResourceWarning ignored. Left to the garbage collector, such a stream warns from ``__del__`` in
+    whatever test happens to run then, which pytest (warnings are errors here) fails as that test's own: once,
+    the extraction test after the Inspect ones. Every other warning stays an error."""
+    yield
+    import gc
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Unclosed <MemoryObject(Send|Receive)Stream", category=ResourceWarning)
+        gc.collect()
+
+
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[list[str]]:
     """Fail any test that opens an INET/INET6 connection to a non-loopback address.

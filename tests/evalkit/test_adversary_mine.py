@@ -136,6 +136,19 @@ def test_nondeterministic_reference_is_rejected(sandbox):
     assert reasons <= {"nondeterministic", "candidate_agrees", "duplicate"}
 
 
+def test_a_reference_that_draws_from_random_is_caught_on_a_single_input(sandbox):
+    """With one input, proposal order and reverse order are the same run: only the two seeds the reference runs
+    under tell its random draws apart (every job's process is seeded with its job's seed, so without them both runs
+    drew the same number and a random answer could be banked)."""
+    task = _task("code/noisy-len/001")
+    source = "import random\n\ndef noisy_len(s):\n    return len(s) + random.randint(0, 10**9)\n"
+    noisy = attrs.evolve(task, reference=source)
+    for text in ("x", "abc", "hello"):
+        found, rejected = validate_proposals(noisy, "def noisy_len(s):\n    return len(s)\n", [Proposal((text,))], sandbox)
+        assert found == []
+        assert [r.reason for r in rejected] == ["nondeterministic"], rejected
+
+
 def test_reference_as_candidate_never_gets_a_counterexample(sandbox):
     for task in load_tasks(BANK):
         assert isinstance(task, CodeTask)

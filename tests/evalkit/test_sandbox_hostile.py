@@ -1753,12 +1753,15 @@ def test_a_huge_value_handed_back_to_the_candidate(sandbox):
 
 
 def test_a_candidates_random_numbers_are_the_same_every_job(sandbox):
-    """Every job starts from one random state (the zygote seeds ``random`` once; no reseed from the system's entropy
-    in each clone): the same candidate draws the same numbers in every job, so its grade does not depend on luck."""
+    """A job's process seeds ``random`` with the job's seed (no reseed from the system's entropy in each clone): the
+    same job draws the same numbers every time it runs, so a grade does not depend on luck; another seed, others."""
     source = "import random\ndef f(x):\n    return [random.random(), random.randrange(10**9)]\n"
     first, second = returned(sandbox, source), returned(sandbox, source)
     assert first == second, (first, second)
-    assert json.loads(first)[0] != 0.0
+    call = ({"args": [1], "kwargs": {}},)
+    seeded = [sandbox.run(SandboxJob(source, "f", call, seed=s)).tests[0].value for s in (0, 1, 1)]  # type: ignore[arg-type]
+    assert json.dumps(seeded[0]) == first
+    assert seeded[1] == seeded[2] != seeded[0]
 
 
 def test_a_check_draws_from_a_random_state_no_candidate_shares(sandbox):

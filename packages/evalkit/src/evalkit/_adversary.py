@@ -1,8 +1,8 @@
 """The adversary: proposes inputs a candidate may get wrong, validates them in the sandbox, banks counterexamples.
 
 It proposes; it never decides. A proposal becomes a :class:`Counterexample` only when the task's reference, run
-twice in the sandbox (once in proposal order, once in reverse order, so neither hidden state nor randomness
-passes), succeeds both times with the same JSON-representable result (NaN and infinities refused), and the
+twice in the sandbox (once in proposal order, once in reverse order, under two seeds of ``random``, so neither
+hidden state nor randomness passes), succeeds both times with the same JSON-representable result (NaN and infinities refused), and the
 candidate's output differs (``json_equal`` with the task's tolerance), or it raises, crashes or times out. A third
 reference run confirms every disagreement before it counts. The expected value always comes from the reference.
 
@@ -309,8 +309,9 @@ def _validate(
         [
             # the reference answers many inputs in one process (fresh=False: it is trusted, and the reversed
             # second run still shows an order-dependent one); the candidate gets a fresh process per input
-            SandboxJob(task.reference, task.entry_point, tuple(inputs), fresh=False),
-            SandboxJob(task.reference, task.entry_point, tuple(reversed(inputs)), fresh=False),
+            # under two seeds of random, so that a reference that draws from it shows it
+            SandboxJob(task.reference, task.entry_point, tuple(inputs), fresh=False, seed=1),
+            SandboxJob(task.reference, task.entry_point, tuple(reversed(inputs)), fresh=False, seed=2),
             SandboxJob(candidate, task.entry_point, tuple(inputs)),
         ]
     )
@@ -344,7 +345,9 @@ def _validate(
     found: list[Counterexample] = []
     if disagreements:  # a third reference run confirms each disagreement before it counts
         confirm = sandbox.run(
-            SandboxJob(task.reference, task.entry_point, tuple(inputs[i] for i, _, _ in disagreements), fresh=False)
+            SandboxJob(
+                task.reference, task.entry_point, tuple(inputs[i] for i, _, _ in disagreements), fresh=False, seed=3
+            )
         )
         for (i, expected, actual), again in zip(disagreements, confirm.tests, strict=True):
             p = pending[i]

@@ -170,12 +170,17 @@ class SandboxJob:
     any crash or timeout); with ``fresh`` (the default) the candidate's module is loaded again before each test,
     so no test sees globals, functions or default arguments another test left; ``fresh=False`` keeps one module
     (the adversary's reference runs, where only speed matters). Each check runs with a process of its own.
+
+    ``seed`` seeds the candidate's ``random`` module before its code loads (in each of its processes): the same job
+    draws the same numbers every time it runs. The adversary runs the reference under two seeds to see whether it
+    depends on them.
     """
 
     source: str
     entry_point: str
     tests: tuple[Mapping[str, JSON], ...]
     fresh: bool = True
+    seed: int = 0
 
 
 @attrs.frozen
@@ -476,7 +481,12 @@ class _Worker:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _job_line(self, job: SandboxJob) -> bytes:
-        body = {"source": job.source, "entry_point": job.entry_point, "cpu_seconds": self._box.limits.cpu_seconds}
+        body = {
+            "source": job.source,
+            "entry_point": job.entry_point,
+            "cpu_seconds": self._box.limits.cpu_seconds,
+            "seed": job.seed,
+        }
         return (tagged_encode(body) + "\n").encode()
 
     def _load_outcome(self, line: bytes | None, *, timed_out: bool, exit_status: int | None) -> tuple[LoadStatus, str]:

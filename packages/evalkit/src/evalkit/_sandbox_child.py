@@ -45,8 +45,9 @@ import typing
 def _import_without_fork_hook(name: str) -> object:
     """Import ``name`` with ``os.register_at_fork`` made a no-op for the moment: ``random`` registers a reseed
     from ``os.urandom`` that would run in every cloned job (some 40 page faults and 0.2 ms a job), and left to it a
-    candidate's random numbers would differ from run to run. The zygote seeds the module once instead (below), so
-    every candidate starts from the same state; the checker server reseeds itself (``_checker_server_main``)."""
+    candidate's random numbers would differ from run to run. Each candidate's process seeds it with its job's seed
+    instead (``SandboxJob.seed``, an int: cheap); the checker server reseeds itself from the system's entropy
+    (``_checker_server_main``)."""
     register = os.register_at_fork
     os.register_at_fork = lambda **_: None  # type: ignore[assignment]
     try:
@@ -55,8 +56,7 @@ def _import_without_fork_hook(name: str) -> object:
         os.register_at_fork = register
 
 
-random = _import_without_fork_hook("random")
-random.seed(0)  # type: ignore[attr-defined]  # every candidate's random module starts here: same job, same numbers
+random = _import_without_fork_hook("random")  # each candidate's process seeds it with its job's seed
 
 if typing.TYPE_CHECKING:  # at run time the codec's and the zygote's sources come before this file's (evalkit._wall)
 
@@ -274,6 +274,7 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
         exit_now(0)
     job = decode(raw, max_bytes=_MAX_JOB)
     source, entry, cpu = job["source"], job["entry_point"], float(job["cpu_seconds"])
+    random.seed(job.get("seed", 0))  # type: ignore[attr-defined]  # the job's numbers, the same every run
     sys.stdout, sys.stderr = _STREAMS or _open_streams()
     _child_signal(signal.SIGPROF, _on_prof)
     ns: dict[str, object] = {"__name__": "__candidate__", "__builtins__": builtins}
