@@ -363,7 +363,7 @@ class _Worker:
         self.slot = slot
         early = adopt_early(_payload_source()) if not sandbox.without else None
         self.zygote = early or self._zygote(namespaces="namespaces" not in sandbox.without)
-        self.zygote.on_uid_free = sandbox.free_uid
+        self.zygote.on_uid_free = sandbox.free_uid  # for an adopted one; _zygote sets it on those it makes
         self.checked = False
         self._checker: Spawned | None = None
         self._checker_sock: socket.socket | None = None
@@ -372,7 +372,7 @@ class _Worker:
 
     def _zygote(self, *, namespaces: bool) -> Zygote:
         without = self._box.without
-        return Zygote(
+        zygote = Zygote(
             WallPolicy(),
             _payload_source(),
             label=f"sandbox-{self.slot}",
@@ -380,6 +380,8 @@ class _Worker:
             namespaces=namespaces,
             seccomp="seccomp" not in without,
         )
+        zygote.on_uid_free = self._box.free_uid  # a uid comes back only once its job is reported gone
+        return zygote
 
     def _uid(self) -> int:
         return self._box.next_uid()
@@ -396,7 +398,6 @@ class _Worker:
             return
         self.zygote.stop()
         self.zygote = self._zygote(namespaces=False)
-        self.zygote.on_uid_free = self._box.free_uid
         self.zygote.start()
         if not self._canary():
             self.zygote.stop()

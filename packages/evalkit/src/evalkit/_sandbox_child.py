@@ -453,7 +453,7 @@ def _checker_server_main(_settings: dict[str, object], _args: dict[str, object])
     import socket as _socket
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a host that gave up on a check closed its end: not fatal
-    random.seed()  # type: ignore[attr-defined]  # checks draw from a state no candidate shares (see the zygote's seed)
+    random.seed()  # type: ignore[attr-defined]  # checks draw from a state no candidate's job seed can give
     sock = _socket.socket(fileno=3)
     while True:
         try:
