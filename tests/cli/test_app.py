@@ -65,18 +65,54 @@ def test_eval_with_the_reference_solver_imports_no_event_loop_or_ctypes(tmp_path
     # code tasks only: a structured task's schema check imports jsonschema (and importlib.resources with it)
     bank = tmp_path / "bank"
     shutil.copytree(Path(__file__).parents[1] / "evalkit" / "fixtures" / "tasks" / "code", bank / "code")
+    # main() ends the process itself once a grading command is done; the exit handlers still run first
     code = (
-        "import sys\n"
+        "import atexit, sys\n"
         f"sys.argv = ['evalkit', 'eval', '--tasks', {str(bank)!r}, '--solver', 'reference', '--json']\n"
+        f"atexit.register(lambda: print(sorted(m for m in {GRADING_NEVER!r} if m in sys.modules)))\n"
         "from evalkit_cli import main\n"
-        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
-        f"print(sorted(m for m in {GRADING_NEVER!r} if m in sys.modules))\n"
+        "main()\n"
+        "print('main() returned')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert json.loads(lines[0])["summary"]["hidden_pass_rate"] == 1
     assert lines[-1] == "[]"
+
+
+
+def test_a_grading_command_that_fails_exits_with_its_code_and_its_message(tmp_path) -> None:
+    """main() ends a grading command's process itself (skipping the interpreter's teardown): a user error still
+    exits 2 with its one line, and a thread the command left running is waited for as at a normal exit."""
+    missing = tmp_path / "no-such-bank"
+    code = "from evalkit_cli import main\nmain()\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "eval", "--tasks", str(missing), "--solver", "reference"],
+        capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: {missing}: task directory not found"]
+
+    bank = tmp_path / "bank"
+    shutil.copytree(Path(__file__).parents[1] / "evalkit" / "fixtures" / "tasks" / "code", bank / "code")
+    late = tmp_path / "late.txt"
+    code = (
+        "import threading, time, sys\n"
+        f"def slow():\n    time.sleep(1.5)\n    open({str(late)!r}, 'w').write('done')\n"
+        "import evalkit_cli\n"
+        "real = evalkit_cli._then_exit\n"
+        "def then_exit(run):\n    threading.Thread(target=slow).start()\n    real(run)\n"
+        "evalkit_cli._then_exit = then_exit\n"
+        "evalkit_cli.main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "eval", "--tasks", str(bank), "--solver", "reference", "--json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["hidden_pass_rate"] == 1
+    assert late.read_text() == "done"  # the thread was not cut off by the early exit
 
 
 def _commands() -> list[tuple[tuple[str, ...], object]]:

@@ -151,3 +151,88 @@ def test_a_uid_stays_taken_while_its_job_exists():
         assert isinstance(uid, int) and uid in box.uids
         box.settle()  # the job is reaped: the zygote's report gives its uid back
         assert uid not in box._uids_taken
+
+
+def test_a_zygote_program_is_taken_from_its_cache_only_for_the_same_source(tmp_path, monkeypatch):
+    """The compiled program a zygote starts from is kept on disk like bytecode; a file is used only when the whole
+    source it holds is the one asked for, so a stale, damaged or colliding file is compiled over, never run."""
+    import marshal
+    import sys
+    import zlib
+
+    from evalkit._wall import _compiled
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as PYTHONDONTWRITEBYTECODE says: nothing is kept
+    source = "X = 1\n"
+    assert marshal.loads(_compiled(source, 0, tmp_path)).co_consts[0] == 1
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    first = _compiled(source, 0, tmp_path)
+    (kept,) = tmp_path.iterdir()
+    assert kept.read_bytes().endswith(first)
+    assert _compiled(source, 0, tmp_path) == first
+    ns: dict[str, object] = {}
+    exec(marshal.loads(first), ns)
+    assert ns["X"] == 1
+
+    # a file under the same name whose program says something else: only its source part decides, and a damaged
+    # or different source part is recompiled and overwritten
+    evil = marshal.dumps(compile("X = 666\n", "<string>", "exec"))
+    data = kept.read_bytes()
+    head_and_source = data[: len(data) - len(first)]
+    kept.write_bytes(head_and_source.replace(b"X = 1", b"X = 2") + evil)
+    assert _compiled(source, 0, tmp_path) == first
+    kept.write_bytes(head_and_source[:-3] + evil)
+    assert _compiled(source, 0, tmp_path) == first
+    kept.write_bytes(head_and_source.replace(b"evalkit wall program", b"evalkit wall progrem") + evil)
+    assert _compiled(source, 0, tmp_path) == first
+    assert kept.read_bytes().endswith(first)
+
+    # another source whose checksum collides lands on the same name and is compiled, not handed this one's program
+    other = "Y = 2\n"
+    assert zlib.crc32(other.encode()) != zlib.crc32(source.encode())  # (a real collision is rare; forge the name)
+    forged = tmp_path / kept.name.replace(f"{zlib.crc32(source.encode()):08x}", f"{zlib.crc32(other.encode()):08x}")
+    forged.write_bytes(kept.read_bytes())
+    ns = {}
+    exec(marshal.loads(_compiled(other, 0, tmp_path)), ns)
+    assert ns.get("Y") == 2 and "X" not in ns
+
+
+def test_a_zygote_program_compiles_where_its_cache_cannot_be_written(tmp_path, monkeypatch):
+    import marshal
+    import sys
+
+    from evalkit._wall import _compiled
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("")
+    ns: dict[str, object] = {}
+    exec(marshal.loads(_compiled("Z = 3\n", 0, blocked)), ns)
+    assert ns["Z"] == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["file-not-dir"]  # nothing half-written beside it
+
+
+def test_hang_up_takes_no_more_jobs_and_close_leaves_no_process():
+    box = Sandbox(workers=2)
+    box.prestart()
+    run = box.run(JOB)
+    assert run.tests[1].status == "done"
+    pids = [w.zygote.pid for w in box._workers]
+    box.hang_up()
+    with pytest.raises(RuntimeError, match="closed"):
+        box.run(JOB)
+    box.close()
+    box.close()
+    for pid in pids:
+        assert pid is not None and not Path(f"/proc/{pid}").exists()
+
+
+def test_prestart_starts_each_worker_s_checker_server():
+    with Sandbox(workers=2) as box:
+        box.prestart()
+        for thread in box._starters:
+            thread.join()
+        assert all(w._checker is not None for w in box._workers)
+        assert box.run(JOB).tests[1].status == "done"

@@ -13,6 +13,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from evalkit_cli._app import app, pit_app
 
 __all__ = ["app", "main", "pit_app", "pit_main"]
@@ -51,7 +53,36 @@ def main() -> None:
             pass
     from evalkit_cli._app import main as app_main
 
-    app_main()
+    if workers is None:
+        app_main()
+    else:
+        _then_exit(app_main)
+
+
+def _then_exit(run: Callable[[], None]) -> None:
+    """Run a grading command, then end the process at once: the exit handlers run and the standard streams are
+    flushed as at any exit, but the interpreter's teardown of every module it imported is skipped (some 20 ms, of
+    the 0.8 s ``evalkit eval`` takes on the 164 HumanEval problems). An exception other than SystemExit, an exit
+    status outside 0-255 or a thread still running takes the usual way out instead. A grading command writes every
+    file it makes whole (written, flushed and renamed into place) before it returns, so no buffer is left behind."""
+    import atexit
+    import threading
+
+    try:
+        run()
+        code: object = 0
+    except SystemExit as exc:
+        code = 0 if exc.code is None else exc.code
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if type(code) is not int or not 0 <= code <= 255 or others:
+        raise SystemExit(code)
+    atexit._run_exitfuncs()  # pyright: ignore[reportPrivateUsage] - what Python's own exit runs, in its order
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        raise SystemExit(code) from None
+    os._exit(code)
 
 
 def pit_main() -> None:

@@ -528,6 +528,7 @@ def _run_eval(
         verdicts = sandbox.grade_many(items, settings, extract=extract, progress=progress)
     else:
         verdicts = grade_many(items, sandbox, settings, extract=extract, progress=progress)
+        sandbox.hang_up()  # every job is done: the jails end while the results are written
     keep = solver_json["name"] == "model"  # a model's answers are recorded nowhere else
     rollouts = tuple(
         Rollout(t.id, s, v, text if keep else None) for (t, text), s, v in zip(items, samples, verdicts, strict=True)

@@ -689,8 +689,9 @@ class _Worker:
 
     # ------------------------------------------------------------------------------------------- the checker
 
-    def _send_check(self, fds: list[int]) -> None:
-        """Hand one check's pipe ends to this worker's checker server (started on first use)."""
+    def start_checker(self) -> None:
+        """Start this worker's checker server, unless it runs (a check starts it on first use; :meth:`Sandbox.prestart`
+        starts it ahead, while the caller is still loading its tasks)."""
         if self._checker is None:
             host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             null = os.open(os.devnull, os.O_WRONLY)
@@ -705,6 +706,10 @@ class _Worker:
                 child.close()
             self._checker_sock = host
             self._checker_exit = None
+
+    def _send_check(self, fds: list[int]) -> None:
+        """Hand one check's pipe ends to this worker's checker server (started on first use)."""
+        self.start_checker()
         assert self._checker_sock is not None
         try:
             socket.send_fds(self._checker_sock, [b"c"], fds)
@@ -874,6 +879,7 @@ class Sandbox:
         for w in self._workers:
             self._free.put(w)
         self._closed = False
+        self._hung_up = False  # hang_up() ran and close() has not yet waited
         self._starters: list[threading.Thread] = []
 
     def next_uid(self) -> int:
@@ -906,8 +912,9 @@ class Sandbox:
         return tuple(range(self._uid_base, self._uid_base + 1024)) if os.geteuid() == 0 else ()
 
     def prestart(self) -> None:
-        """Start every worker's zygote now, in the background, so that start-up overlaps the caller's own work.
-        A worker that fails to start here is started again, and the failure reported, by its first job."""
+        """Start every worker's zygote and checker server now, in the background, so that start-up overlaps the
+        caller's own work. A worker that fails to start here is started again, and the failure reported, by its
+        first job."""
         if self._closed or self._starters:
             return
         for _ in self._workers:
@@ -920,6 +927,7 @@ class Sandbox:
         try:
             if not self._closed:
                 worker.ensure()
+                worker.start_checker()  # a check's first job then finds it ready
         except (OSError, ValueError):
             pass
         finally:
@@ -1019,14 +1027,23 @@ class Sandbox:
             finally:
                 self._free.put(worker)
 
-    def close(self) -> None:
+    def hang_up(self) -> None:
+        """Take no more jobs and tell every zygote to end, without waiting: a caller whose jobs are all done calls
+        this before its own last work (writing results), so that the jails' teardown overlaps it. :meth:`close`
+        then waits until every process of every job is gone."""
         if self._closed:
             return
-        self._closed = True
+        self._closed = self._hung_up = True
         for thread in self._starters:
             thread.join()
-        for w in self._workers:  # every zygote ends at once, then each is waited for
+        for w in self._workers:  # every zygote ends at once; close() waits for each
             w.hang_up()
+
+    def close(self) -> None:
+        if self._closed and not self._hung_up:
+            return
+        self.hang_up()
+        self._hung_up = False  # from here on a second close() returns at once
         for w in self._workers:
             w.close()
         if self._own_block:  # every job of this sandbox is gone: its uids may serve another

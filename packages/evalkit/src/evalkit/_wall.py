@@ -35,6 +35,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -232,6 +233,42 @@ def _interpreter_reachable() -> bool:
     return True
 
 
+@cache
+def _zygote_program(payload: str, optimize: int) -> bytes:
+    """The zygote's whole program (its own source, the codec's, then the payload's), compiled and marshalled. A
+    zygote handed this starts some 15 ms of CPU sooner than one given the 50 kB of source to compile, and there is
+    one zygote per worker."""
+    appended = [_strip_future(src) for src in (_codec_source(), payload)]
+    return _compiled("\n".join([_zygote_source(), *appended, "_zygote_main()"]), optimize)
+
+
+def _compiled(source: str, optimize: int, cache_dir: Path | None = None) -> bytes:
+    """``source`` compiled and marshalled, kept in ``cache_dir`` (default: this module's own ``__pycache__``, where
+    Python keeps its bytecode, with the same trust) under a name from its checksum, with the whole source in front:
+    a file is used only when the source it holds is this one, byte for byte, and an interpreter of this exact
+    version wrote it. Where the directory cannot be written (or bytecode writing is off) the source is compiled on
+    each start."""
+    text = source.encode()
+    head = f"evalkit wall program\n{sys.version}\n{optimize}\n{len(text)}\n".encode()
+    name = f"wall-zygote.{sys.implementation.cache_tag}.{zlib.crc32(text):08x}.bin"
+    path = (cache_dir or Path(__file__).with_name("__pycache__")) / name
+    with contextlib.suppress(OSError):
+        data = path.read_bytes()
+        if data[: len(head)] == head and data[len(head) : len(head) + len(text)] == text:
+            return data[len(head) + len(text) :]
+    program = marshal.dumps(compile(source, "<string>", "exec", dont_inherit=True, optimize=optimize))
+    if not sys.dont_write_bytecode:
+        tmp = path.with_name(f"{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(exist_ok=True)
+            tmp.write_bytes(head + text + program)
+            tmp.replace(path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    return program
+
+
 def _strip_future(source: str) -> str:
     """A module's source made fit to follow another one (a ``from __future__`` import must come first)."""
     return "\n".join("" if ln.startswith("from __future__ import") else ln for ln in source.splitlines())
@@ -311,12 +348,12 @@ class Zygote:
     def seccomp_library(self) -> str | None:
         return self._seccomp
 
-    def _command(self, settings: Mapping[str, object]) -> list[str]:
+    def _command(self, settings: Mapping[str, object], program: tuple[int, int]) -> list[str]:
+        """The zygote's command line; ``program`` is the descriptor and size of its compiled program."""
         python = _python()
         prefix = os.path.realpath(sys.base_prefix)
-        appended = [_strip_future(src) for src in (_codec_source(), self._payload)]
-        code = "\n".join([_zygote_source(), *appended, "_zygote_main()"])
-        inner = [python, *self.policy.python_flags, "-c", code, json.dumps(settings)]
+        boot = f"import marshal,os;exec(marshal.loads(os.pread({program[0]},{program[1]},0)))"
+        inner = [python, *self.policy.python_flags, "-c", boot, json.dumps(settings)]
         if not self._use_bwrap:
             return inner
         args = ["bwrap"]
@@ -396,22 +433,30 @@ class Zygote:
         if self.policy.pythonpath and not self._use_bwrap:
             env["PYTHONPATH"] = ":".join(self.policy.pythonpath)
         fd = child.fileno()
-        settings["ctl_fd"] = fd
+        flags = self.policy.python_flags
+        program = _zygote_program(self._payload, 2 if "-OO" in flags else 1 if "-O" in flags else 0)
+        # the program reaches the zygote in a memory file (memfd) it reads once at start and then closes (_serve)
+        code_fd = os.memfd_create("evalkit-wall-program", os.MFD_CLOEXEC)
+        settings["ctl_fd"], settings["program_fd"] = fd, code_fd
         try:
+            view = memoryview(program)
+            while view:
+                view = view[os.write(code_fd, view) :]
             with self._log.open("ab") as log:
                 self._proc = subprocess.Popen(
-                    self._command(settings),
+                    self._command(settings, (code_fd, len(program))),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
                     env=env,
                     cwd="/",
                     start_new_session=True,
-                    pass_fds=(fd,),
+                    pass_fds=(fd, code_fd),
                     close_fds=True,
                 )
         finally:
             child.close()
+            os.close(code_fd)
         self._ctl = host
         self._launched = True
 

@@ -345,6 +345,8 @@ def _serve() -> None:
     settings = json.loads(sys.argv[1])
     payloads = globals()["PAYLOADS"]  # name -> function(settings, args); defined by the appended payload sources
     ctl = socket.socket(fileno=int(settings["ctl_fd"]))
+    if settings.get("program_fd") is not None:
+        os.close(int(settings["program_fd"]))  # the compiled program this process was started from, read at start
     seccomp = None
     if settings.get("seccomp_library"):
         seccomp = _Seccomp(str(settings["seccomp_library"]), settings["seccomp"])
