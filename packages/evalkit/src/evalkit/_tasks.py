@@ -420,10 +420,10 @@ def load_task(task_dir: str | Path, bank: str | Path) -> Task:
     return _load_task(Path(task_dir), bank, os.path.realpath(bank))
 
 
-def _load_task(d: Path, bank: str | Path, bank_real: str) -> Task:
+def _load_task(d: Path, bank: str | Path, bank_real: str, real: str | None = None) -> Task:
     """:func:`load_task`, with the bank's real path resolved once by the caller (resolving both paths of each
-    task with pathlib was a third of loading a bank)."""
-    real = os.path.realpath(d)
+    task with pathlib was a third of loading a bank), and the task's own when the caller knows it."""
+    real = os.path.realpath(d) if real is None else real
     if real == bank_real:
         task_id = "."
     elif real.startswith(bank_real.rstrip("/") + "/"):
@@ -482,11 +482,24 @@ def _load_task(d: Path, bank: str | Path, bank_real: str) -> Task:
     )
 
 
+def _task_dirs_below(root: Path) -> list[str]:
+    """The directories under ``root`` (relative to it, ``.`` for itself) holding a ``task.json``, in path order.
+    Symbolic links to directories are not followed, so each one's real path is the root's joined with it."""
+    top = os.fspath(root)
+    found: list[str] = []
+    for here, dirs, files in os.walk(top):
+        if (TASK_FILE in files or TASK_FILE in dirs) and os.path.exists(os.path.join(here, TASK_FILE)):
+            found.append(os.path.relpath(here, top))
+    found.sort(key=lambda rel: [*([] if rel == "." else rel.split(os.sep)), TASK_FILE])  # as sorted Paths would
+    return found
+
+
 def task_dirs(bank: str | Path) -> Iterator[Path]:
-    """Every directory under ``bank`` holding a ``task.json``, in sorted order."""
+    """Every directory under ``bank`` holding a ``task.json``, in sorted order (directories reached through a
+    symbolic link are not searched)."""
     root = Path(bank)
-    for p in sorted(root.rglob(TASK_FILE)):
-        yield p.parent
+    for rel in _task_dirs_below(root):
+        yield root / rel
 
 
 def load_tasks(bank: str | Path) -> list[Task]:
@@ -495,7 +508,10 @@ def load_tasks(bank: str | Path) -> list[Task]:
     if not root.is_dir():
         raise TaskError(f"{root}: task directory not found")
     root_real = os.path.realpath(root)
-    tasks = [_load_task(d, root, root_real) for d in task_dirs(root)]
+    tasks = [
+        _load_task(root / rel, root, root_real, root_real if rel == "." else os.path.join(root_real, rel))
+        for rel in _task_dirs_below(root)
+    ]
     if not tasks:
         raise TaskError(f"{root}: no tasks found (expected <family>/<slug>/<NNN>/task.json)")
     return tasks
