@@ -485,12 +485,13 @@ def _load_task(d: Path, bank: str | Path, bank_real: str, real: str | None = Non
 def _task_dirs_below(root: Path) -> list[str]:
     """The directories under ``root`` (relative to it, ``.`` for itself) holding a ``task.json``, in path order.
     Symbolic links to directories are not followed, so each one's real path is the root's joined with it."""
+    # strings, not Paths: a bank is walked on the way to every grading command's first job
     top = os.fspath(root)
     found: list[str] = []
     for here, dirs, files in os.walk(top):
-        if (TASK_FILE in files or TASK_FILE in dirs) and os.path.exists(os.path.join(here, TASK_FILE)):
+        if (TASK_FILE in files or TASK_FILE in dirs) and os.path.exists(os.path.join(here, TASK_FILE)):  # noqa: PTH110, PTH118
             found.append(os.path.relpath(here, top))
-    found.sort(key=lambda rel: [*([] if rel == "." else rel.split(os.sep)), TASK_FILE])  # as sorted Paths would
+    found.sort(key=lambda rel: [*([] if rel == "." else rel.split(os.sep)), TASK_FILE])  # noqa: PTH206 - as sorted Paths
     return found
 
 
@@ -509,7 +510,7 @@ def load_tasks(bank: str | Path) -> list[Task]:
         raise TaskError(f"{root}: task directory not found")
     root_real = os.path.realpath(root)
     tasks = [
-        _load_task(root / rel, root, root_real, root_real if rel == "." else os.path.join(root_real, rel))
+        _load_task(root / rel, root, root_real, root_real if rel == "." else os.path.join(root_real, rel))  # noqa: PTH118
         for rel in _task_dirs_below(root)
     ]
     if not tasks:
