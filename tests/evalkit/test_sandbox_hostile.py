@@ -1335,6 +1335,43 @@ def test_descriptor_tricks(sandbox):
         assert reasons(v) == expected, source
 
 
+
+# Every descriptor below 4096, with what it is.
+DESCRIPTORS = src("""
+    import os
+    def f(x):
+        fds = {}
+        for fd in range(4096):
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue
+            try:
+                fds[str(fd)] = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError as exc:
+                fds[str(fd)] = repr(exc)
+        return fds
+""")
+
+
+def test_a_candidate_holds_no_descriptor_but_its_job_s(sandbox):
+    """A candidate's process has its job's descriptors and nothing else: not its zygote's control socket, nor the
+    memory file the zygote's compiled program came in, nor a descriptor of another job (in a call test and under
+    a check, where fds 3 and 4 lead to the checker)."""
+    fds = json.loads(returned(sandbox, DESCRIPTORS))
+    assert sorted(fds) == ["0", "1", "2", "3", "4"], fds
+    assert fds["0"] == "/dev/null"
+    assert all(fds[k].startswith("pipe:") for k in ("1", "2", "3", "4")), fds
+    check = """
+        def check(candidate):
+            fds = candidate(1)
+            assert sorted(fds) == ["0", "1", "2", "3", "4"], fds
+            assert fds["0"] == "/dev/null", fds
+            assert all(fds[k].startswith("pipe:") for k in "1234"), fds
+    """
+    v = run(sandbox, DESCRIPTORS, one_check(check))
+    assert reasons(v) == ["ok"], v
+
 # =============================================================== 5: candidates harming other candidates
 
 # Started past the tripwire: a daemon (double fork, new session) that holds 200 MiB and, for as long as it lives,
