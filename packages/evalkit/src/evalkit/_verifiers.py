@@ -13,6 +13,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Literal, cast
 
 import attrs
@@ -61,7 +62,13 @@ class VerifierSettings:
 
     @property
     def digest(self) -> str:
-        return digest(self.to_json())
+        return _settings_digest(self)
+
+
+@lru_cache(maxsize=64)
+def _settings_digest(settings: VerifierSettings) -> str:
+    """A settings' digest, made once (every verdict carries it; settings are immutable)."""
+    return digest(settings.to_json())
 
 
 @attrs.frozen
@@ -227,19 +234,19 @@ def _keyed(key: bytes, text: str) -> str:
     return "hmac-sha256:" + hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def _redact(verdict: TestVerdict, key: bytes) -> TestVerdict:
+def _redact(verdict: TestVerdict, key: Callable[[], bytes]) -> TestVerdict:
     """A hidden test's verdict as results and receipts may show it: the reason, keyed digests (see
     :func:`_hidden_key`) in place of what the candidate returned and of the detail (which can hold an expected
     value or a check's message), and the harness's own words about what the candidate attempted, if any. Public
-    tests are shown whole."""
-    if not verdict.name.startswith("hidden/"):
+    tests are shown whole. ``key`` gives the task's key, made only when there is something to withhold (a passed
+    check has neither detail nor output)."""
+    if not verdict.name.startswith("hidden/") or (not verdict.detail and verdict.actual is None):
         return verdict
-    withheld = _keyed(key, verdict.detail)
-    detail = f"{verdict.reason} (hidden test: detail withheld, {withheld})" if verdict.detail else ""
+    detail = f"{verdict.reason} (hidden test: detail withheld, {_keyed(key(), verdict.detail)})" if verdict.detail else ""
     evidence = _EVIDENCE.search(verdict.detail) if verdict.reason != "wrong_answer" else None
     if evidence is not None:
         detail += f"; {evidence.group(0)}"
-    actual = None if verdict.actual is None else _keyed(key, verdict.actual)
+    actual = None if verdict.actual is None else _keyed(key(), verdict.actual)
     return attrs.evolve(verdict, detail=detail, actual=actual)
 
 
@@ -261,7 +268,13 @@ def _split(
     infra: str | None = None,
 ) -> Verdict:
     n_public = len(task.public_tests) if isinstance(task, CodeTask) else len(task.public_assertions)
-    key = _hidden_key(task)
+    made: list[bytes] = []
+
+    def key() -> bytes:
+        if not made:
+            made.append(_hidden_key(task))
+        return made[0]
+
     return Verdict(
         task_id=task.id,
         task_digest=task.digest,
