@@ -157,11 +157,12 @@ def test_every_help_text_is_printed_whole() -> None:
 
 
 def test_a_run_builds_only_the_command_it_names() -> None:
-    """typer builds the options of every command an app holds before it parses anything; the console script lets
-    the app hold only the command (or group) its arguments name, and gives every other one back afterwards."""
+    """typer builds the options of every command an app holds before it parses anything, and each command's module
+    costs its import: the console script builds an app holding only the command (or group) its arguments name,
+    and the whole app for anything else."""
     import typer.main
 
-    from evalkit_cli._app import _named, _only_the_named, app
+    from evalkit_cli._app import _for_run, _named, app
 
     assert _named(["eval", "--tasks", "x"]) == "eval"
     assert _named(["--store", "s.sqlite", "budget", "show"]) == "budget"
@@ -169,15 +170,30 @@ def test_a_run_builds_only_the_command_it_names() -> None:
     assert _named(["--help"]) is None
     assert _named(["--version", "eval"]) is None
     assert _named([]) is None
-    whole = (list(app.registered_commands), list(app.registered_groups))
-    with _only_the_named(app, ["--store", "s.sqlite", "eval", "--json"]):
-        built = typer.main.get_command(app)
-        assert sorted(built.commands) == ["eval"]  # type: ignore[attr-defined]
-    with _only_the_named(app, ["tasks", "validate"]):
-        assert sorted(typer.main.get_command(app).commands) == ["tasks"]  # type: ignore[attr-defined]
-    with _only_the_named(app, ["no-such-command"]):  # left whole: typer's own error and suggestions
-        assert "eval" in typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    assert (app.registered_commands, app.registered_groups) == whole
+    built = typer.main.get_command(_for_run(False, ["--store", "s.sqlite", "eval", "--json"]))
+    assert sorted(built.commands) == ["eval"]  # type: ignore[attr-defined]
+    assert sorted(typer.main.get_command(_for_run(False, ["tasks", "validate"])).commands) == ["tasks"]  # type: ignore[attr-defined]
+    assert sorted(typer.main.get_command(_for_run(True, ["verify", "r.json"])).commands) == ["verify"]  # type: ignore[attr-defined]
+    assert _for_run(False, ["no-such-command"]) is app  # whole: typer's own error and suggestions
+    assert _for_run(False, ["--help"]) is app
+    whole = typer.main.get_command(app)
+    assert "eval" in whole.commands and "campaign" in whole.commands  # type: ignore[attr-defined]
+
+
+def test_a_run_imports_only_the_command_it_names() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['evalkit', 'keys', '--help']\n"
+        "from evalkit_cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('evalkit_cli._')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    loaded = proc.stdout.strip().splitlines()[-1]
+    assert "evalkit_cli._keys" in loaded
+    for other in ("_campaign", "_bundle", "_eval", "_route", "_pit"):
+        assert f"evalkit_cli.{other}'" not in loaded, loaded
 
 
 def test_a_named_command_behaves_as_in_the_whole_app(tmp_path) -> None:

@@ -1,46 +1,53 @@
-"""The root typer app. One module per command group; heavy imports happen inside the commands."""
+"""The root typer app. One module per command group; heavy imports happen inside the commands.
+
+The apps are built on first use (``app``, ``pit_app``), and a run of the console scripts builds one holding only
+the command or group its arguments name: typer builds the options of every command an app holds before it parses
+anything (some 40 ms for this app), and each command's module costs its import.
+"""
 
 from __future__ import annotations
 
-import contextlib
+import importlib
 import sys
-from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from evalkit_cli import _bundle, _holdout, _keys, _models, _pit, _tasks
-from evalkit_cli._adversary import app as adversary_app
-from evalkit_cli._campaign import app as campaign_app
-from evalkit_cli._certify import certify as certify_command
 from evalkit_cli._errors import run_app
-from evalkit_cli._eval import eval_command
-from evalkit_cli._gate import gate as gate_command
-from evalkit_cli._report import report_command
-from evalkit_cli._rewards import app as rewards_app
-from evalkit_cli._route import app as route_app
-from evalkit_cli._train import app as train_app
 from evalkit_cli._version import version_callback
-from evalkit_cli._view import view_command
 
 __all__ = ["app", "main", "pit_app", "pit_main"]
 
-app = typer.Typer(
-    name="evalkit",
-    help="evalkit: evaluation you can re-check. The point-in-time harness and the verifier stack.",
-    no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
-    pretty_exceptions_enable=False,
+if TYPE_CHECKING:  # built on first use (module __getattr__ below)
+    app: typer.Typer
+    pit_app: typer.Typer
+
+# (name, module, attribute, help for a group or None for a command), in the order `evalkit --help` lists them
+_EVALKIT: tuple[tuple[str, str, str, str | None], ...] = (
+    ("bundle", "evalkit_cli._bundle", "app", "Build, inspect and check releases (bundles)."),
+    ("keys", "evalkit_cli._keys", "app", "The Ed25519 key that signs receipts: generate or show it."),
+    ("tasks", "evalkit_cli._tasks", "app", "Validate task banks and import task sets."),
+    ("eval", "evalkit_cli._eval", "eval_command", None),
+    ("gate", "evalkit_cli._gate", "gate", None),
+    ("certify", "evalkit_cli._certify", "certify", None),
+    ("holdout", "evalkit_cli._holdout", "app", "Post-cutoff holdouts: the windows of a release after models' training cutoffs."),
+    ("models", "evalkit_cli._models", "models_app", "The model registry: ids, providers, prices."),
+    ("budget", "evalkit_cli._models", "budget_app", "The global spending cap (USD): show or set it."),
+    ("calls", "evalkit_cli._models", "calls_app", "The record of model calls in the store."),
+    ("adversary", "evalkit_cli._adversary", "app", "Mine counterexamples against candidates and bank them."),
+    ("campaign", "evalkit_cli._campaign", "app", "Campaigns: K rollouts x tasks x models, resumable."),
+    ("route", "evalkit_cli._route", "app", "Cost-aware routing: calibrate, simulate on stored rollouts, route live."),
+    ("rewards", "evalkit_cli._rewards", "app", "Export verifier rewards for fine-tuning (jsonl, grpo, dpo, sft)."),
+    ("report", "evalkit_cli._report", "report_command", None),
+    ("view", "evalkit_cli._view", "view_command", None),
+    ("train", "evalkit_cli._train", "app", "Train on a campaign's prompts with the verifier reward (extra 'train')."),
+    ("run", "evalkit_cli._pit", "run", None),
+    ("verify", "evalkit_cli._pit", "verify", None),
+    ("export", "evalkit_cli._pit", "export", None),
 )
-pit_app = typer.Typer(
-    name="pit-harness",
-    help="pit-harness: the point-in-time commands of evalkit (run, verify, export).",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-)
+_PIT = _EVALKIT[-3:]
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),
     store: str | None = typer.Option(
@@ -59,34 +66,52 @@ def _root(
         os.environ["EVALKIT_STORE"] = store  # read by Store.open in every command (and its subprocesses)
 
 
-@pit_app.callback()
 def _pit_root(
     version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Show the version and exit."),
 ) -> None:
     """pit-harness: point-in-time runs, verification and export."""
 
 
-app.add_typer(_bundle.app, name="bundle", help="Build, inspect and check releases (bundles).")
-app.add_typer(_keys.app, name="keys", help="The Ed25519 key that signs receipts: generate or show it.")
-app.add_typer(_tasks.app, name="tasks", help="Validate task banks and import task sets.")
-app.command("eval")(eval_command)
-app.command("gate")(gate_command)
-app.command("certify")(certify_command)
-app.add_typer(_holdout.app, name="holdout", help="Post-cutoff holdouts: the windows of a release after models' training cutoffs.")
-app.add_typer(_models.models_app, name="models", help="The model registry: ids, providers, prices.")
-app.add_typer(_models.budget_app, name="budget", help="The global spending cap (USD): show or set it.")
-app.add_typer(_models.calls_app, name="calls", help="The record of model calls in the store.")
-app.add_typer(adversary_app, name="adversary", help="Mine counterexamples against candidates and bank them.")
-app.add_typer(campaign_app, name="campaign", help="Campaigns: K rollouts x tasks x models, resumable.")
-app.add_typer(route_app, name="route", help="Cost-aware routing: calibrate, simulate on stored rollouts, route live.")
-app.add_typer(rewards_app, name="rewards", help="Export verifier rewards for fine-tuning (jsonl, grpo, dpo, sft).")
-app.command("report")(report_command)
-app.command("view")(view_command)
-app.add_typer(train_app, name="train", help="Train on a campaign's prompts with the verifier reward (extra 'train').")
-for _target in (app, pit_app):
-    _target.command("run")(_pit.run)
-    _target.command("verify")(_pit.verify)
-    _target.command("export")(_pit.export)
+def _build(pit: bool, only: str | None = None) -> typer.Typer:
+    """The evalkit (or pit-harness) app, holding every command and group, or only the one named ``only``."""
+    if pit:
+        target = typer.Typer(
+            name="pit-harness",
+            help="pit-harness: the point-in-time commands of evalkit (run, verify, export).",
+            no_args_is_help=True,
+            add_completion=True,
+            pretty_exceptions_enable=False,
+        )
+        target.callback()(_pit_root)
+    else:
+        target = typer.Typer(
+            name="evalkit",
+            help="evalkit: evaluation you can re-check. The point-in-time harness and the verifier stack.",
+            no_args_is_help=True,
+            add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
+            pretty_exceptions_enable=False,
+        )
+        target.callback()(_root)
+    for name, module, attribute, group_help in _PIT if pit else _EVALKIT:
+        if only is not None and name != only:
+            continue
+        found = getattr(importlib.import_module(module), attribute)
+        if group_help is None:
+            target.command(name)(found)
+        else:
+            target.add_typer(found, name=name, help=group_help)
+    return target
+
+
+_WHOLE: dict[str, typer.Typer] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("app", "pit_app"):
+        if name not in _WHOLE:
+            _WHOLE[name] = _build(pit=name == "pit_app")
+        return _WHOLE[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _named(argv: list[str]) -> str | None:
@@ -106,31 +131,19 @@ def _named(argv: list[str]) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _only_the_named(target: typer.Typer, argv: list[str]) -> Iterator[None]:
-    """Let ``target`` hold only the command or group ``argv`` names while it runs: typer builds the options of
-    every command it holds before it parses anything (some 40 ms for this app, on every run), and a run needs one.
-    The root's own options and callback stay; a name that is not a command leaves the app whole, so the error
-    and its suggestions are typer's own."""
+def _for_run(pit: bool, argv: list[str]) -> typer.Typer:
+    """The app a run of the console script needs: one holding only the command or group ``argv`` names (and the
+    root's own options and callback), or the whole app for anything else (``--help``, ``--version``,
+    completion, a name that is not a command: typer's own error and suggestions need them all)."""
     name = _named(argv)
-    commands = [c for c in target.registered_commands if c.name == name]
-    groups = [g for g in target.registered_groups if g.name == name]
-    if name is None or not (commands or groups):
-        yield
-        return
-    saved = target.registered_commands, target.registered_groups
-    target.registered_commands, target.registered_groups = commands, groups
-    try:
-        yield
-    finally:
-        target.registered_commands, target.registered_groups = saved
+    if name is not None and any(entry[0] == name for entry in (_PIT if pit else _EVALKIT)):
+        return _build(pit, only=name)
+    return __getattr__("pit_app" if pit else "app")
 
 
 def main() -> None:
-    with _only_the_named(app, sys.argv[1:]):
-        run_app(app, "evalkit")
+    run_app(_for_run(False, sys.argv[1:]), "evalkit")
 
 
 def pit_main() -> None:
-    with _only_the_named(pit_app, sys.argv[1:]):
-        run_app(pit_app, "pit-harness")
+    run_app(_for_run(True, sys.argv[1:]), "pit-harness")
