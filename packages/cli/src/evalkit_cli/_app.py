@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -22,7 +23,13 @@ if TYPE_CHECKING:  # built on first use (module __getattr__ below)
     app: typer.Typer
     pit_app: typer.Typer
 
-# (name, module, attribute, help for a group or None for a command), in the order `evalkit --help` lists them
+# (name, module, attribute, help for a group or None for a command), in the order `--help` lists them; the
+# point-in-time commands are evalkit's last three and all of pit-harness
+_PIT: tuple[tuple[str, str, str, str | None], ...] = (
+    ("run", "evalkit_cli._pit", "run", None),
+    ("verify", "evalkit_cli._pit", "verify", None),
+    ("export", "evalkit_cli._pit", "export", None),
+)
 _EVALKIT: tuple[tuple[str, str, str, str | None], ...] = (
     ("bundle", "evalkit_cli._bundle", "app", "Build, inspect and check releases (bundles)."),
     ("keys", "evalkit_cli._keys", "app", "The Ed25519 key that signs receipts: generate or show it."),
@@ -41,11 +48,8 @@ _EVALKIT: tuple[tuple[str, str, str, str | None], ...] = (
     ("report", "evalkit_cli._report", "report_command", None),
     ("view", "evalkit_cli._view", "view_command", None),
     ("train", "evalkit_cli._train", "app", "Train on a campaign's prompts with the verifier reward (extra 'train')."),
-    ("run", "evalkit_cli._pit", "run", None),
-    ("verify", "evalkit_cli._pit", "verify", None),
-    ("export", "evalkit_cli._pit", "export", None),
+    *_PIT,
 )
-_PIT = _EVALKIT[-3:]
 
 
 def _root(
@@ -103,14 +107,14 @@ def _build(pit: bool, only: str | None = None) -> typer.Typer:
     return target
 
 
-_WHOLE: dict[str, typer.Typer] = {}
+@cache
+def _whole(pit: bool) -> typer.Typer:
+    return _build(pit)
 
 
 def __getattr__(name: str) -> Any:
     if name in ("app", "pit_app"):
-        if name not in _WHOLE:
-            _WHOLE[name] = _build(pit=name == "pit_app")
-        return _WHOLE[name]
+        return _whole(name == "pit_app")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -138,7 +142,7 @@ def _for_run(pit: bool, argv: list[str]) -> typer.Typer:
     name = _named(argv)
     if name is not None and any(entry[0] == name for entry in (_PIT if pit else _EVALKIT)):
         return _build(pit, only=name)
-    return __getattr__("pit_app" if pit else "app")
+    return _whole(pit)
 
 
 def main() -> None:

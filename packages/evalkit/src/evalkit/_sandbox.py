@@ -879,7 +879,6 @@ class Sandbox:
         for w in self._workers:
             self._free.put(w)
         self._closed = False
-        self._hung_up = False  # hang_up() ran and close() has not yet waited
         self._starters: list[threading.Thread] = []
 
     def next_uid(self) -> int:
@@ -1033,18 +1032,15 @@ class Sandbox:
         then waits until every process of every job is gone."""
         if self._closed:
             return
-        self._closed = self._hung_up = True
+        self._closed = True
         for thread in self._starters:
             thread.join()
         for w in self._workers:  # every zygote ends at once; close() waits for each
             w.hang_up()
 
     def close(self) -> None:
-        if self._closed and not self._hung_up:
-            return
         self.hang_up()
-        self._hung_up = False  # from here on a second close() returns at once
-        for w in self._workers:
+        for w in self._workers:  # each waits for its zygote; a worker already closed returns at once
             w.close()
         if self._own_block:  # every job of this sandbox is gone: its uids may serve another
             self._own_block = False

@@ -13,7 +13,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Literal, cast
 
 import attrs
@@ -268,13 +268,7 @@ def _split(
     infra: str | None = None,
 ) -> Verdict:
     n_public = len(task.public_tests) if isinstance(task, CodeTask) else len(task.public_assertions)
-    made: list[bytes] = []
-
-    def key() -> bytes:
-        if not made:
-            made.append(_hidden_key(task))
-        return made[0]
-
+    key = cache(lambda: _hidden_key(task))  # made on first need, once
     return Verdict(
         task_id=task.id,
         task_digest=task.digest,
