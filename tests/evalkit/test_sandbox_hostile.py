@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import errno
 import json
 import os
 import re
@@ -1417,6 +1418,33 @@ def test_a_job_cannot_signal_other_jobs_or_the_host(pair):
     assert [reasons(v) for v in runs] == [["ok"], ["ok"] * 3, ["ok"] * 3, ["ok"]]
     assert_clean(pair, *runs)
 
+
+def test_the_zygote_s_program_and_the_interpreter_s_bytecode_are_out_of_reach(forking):
+    """Past every recorder in the process (a fresh interpreter of its own, no audit hook): the kernel alone keeps a
+    job from evalkit's own directory, where the zygote's compiled program is cached (it does not exist in the
+    jail), and from the interpreter's bytecode, which a job could otherwise poison for the jobs after it."""
+    import sysconfig
+
+    import evalkit._wall
+
+    package = os.path.dirname(evalkit._wall.__file__)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    targets = [
+        (package, "os.O_RDONLY"),
+        (os.path.join(package, "__pycache__", "wall-zygote.bin"), "os.O_WRONLY | os.O_CREAT"),
+        (os.path.join(stdlib, "__pycache__", "random.cpython-311.pyc"), "os.O_WRONLY | os.O_CREAT"),
+        (os.path.join(stdlib, "random.py"), "os.O_WRONLY | os.O_APPEND"),
+    ]
+    code = "import json, os\nout = {}\n" + "".join(
+        f"try:\n    os.close(os.open({path!r}, {mode}, 0o644))\n    out[{path!r}] = 'opened'\n"
+        f"except OSError as e:\n    out[{path!r}] = e.errno\n"
+        for path, mode in targets
+    ) + "print(json.dumps(out))\n"
+    got = json.loads(returned(forking, unhooked(code)))
+    assert got[package] == errno.ENOENT, got
+    assert got[targets[1][0]] == errno.ENOENT, got
+    assert got[targets[2][0]] in (errno.EACCES, errno.EROFS), got
+    assert got[targets[3][0]] in (errno.EACCES, errno.EROFS), got
 
 def test_a_daemon_dies_with_its_job(forking):
     """The daemon (setsid, double fork, 200 MiB held) is gone once the job's verdict is in: its pid namespace went
