@@ -26,8 +26,8 @@ reach each other. Every sandbox here runs on the full wall (root and bubblewrap)
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -1427,13 +1427,13 @@ def test_the_zygote_s_program_and_the_interpreter_s_bytecode_are_out_of_reach(fo
 
     import evalkit._wall
 
-    package = os.path.dirname(evalkit._wall.__file__)
-    stdlib = sysconfig.get_paths()["stdlib"]
+    package = Path(evalkit._wall.__file__).parent
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
     targets = [
-        (package, "os.O_RDONLY"),
-        (os.path.join(package, "__pycache__", "wall-zygote.bin"), "os.O_WRONLY | os.O_CREAT"),
-        (os.path.join(stdlib, "__pycache__", "random.cpython-311.pyc"), "os.O_WRONLY | os.O_CREAT"),
-        (os.path.join(stdlib, "random.py"), "os.O_WRONLY | os.O_APPEND"),
+        (str(package), "os.O_RDONLY"),
+        (str(package / "__pycache__" / "wall-zygote.bin"), "os.O_WRONLY | os.O_CREAT"),
+        (str(stdlib / "__pycache__" / "random.cpython-311.pyc"), "os.O_WRONLY | os.O_CREAT"),
+        (str(stdlib / "random.py"), "os.O_WRONLY | os.O_APPEND"),
     ]
     code = "import json, os\nout = {}\n" + "".join(
         f"try:\n    os.close(os.open({path!r}, {mode}, 0o644))\n    out[{path!r}] = 'opened'\n"
@@ -1441,7 +1441,7 @@ def test_the_zygote_s_program_and_the_interpreter_s_bytecode_are_out_of_reach(fo
         for path, mode in targets
     ) + "print(json.dumps(out))\n"
     got = json.loads(returned(forking, unhooked(code)))
-    assert got[package] == errno.ENOENT, got
+    assert got[str(package)] == errno.ENOENT, got
     assert got[targets[1][0]] == errno.ENOENT, got
     assert got[targets[2][0]] in (errno.EACCES, errno.EROFS), got
     assert got[targets[3][0]] in (errno.EACCES, errno.EROFS), got
