@@ -145,7 +145,7 @@ def filings_args(draw: st.DrawFn, index: int) -> dict[str, Any]:
     }
 
 
-# --- values that cross the sandbox's wall (evalkit._tagged) ------------------------------------------------
+# --- values that cross the sandbox's wall (evalkit.wall._codec) ------------------------------------------------
 
 _hashable_leaves = st.one_of(
     st.none(),

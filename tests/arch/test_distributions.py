@@ -65,7 +65,7 @@ def test_every_package_builds_a_wheel_and_sdist_with_ranged_sibling_requirements
     with zipfile.ZipFile(wheels["evalkit_harness"]) as zf:
         names = set(zf.namelist())
     assert "evalkit/schemas/task.schema.json" in names
-    assert "evalkit/_wall_zygote.py" in names
+    assert "evalkit/wall/_zygote_child.py" in names
     assert "pit_harness/__init__.py" in names
     # An sdist is a buildable source: its pyproject names the same distribution.
     with tarfile.open(next(dist_dir.glob("evalkit_harness-*.tar.gz"))) as tf:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalkit import CATEGORIES, CodeTask, conforms, fuzz_proposals, load_tasks, parse_type
-from evalkit._fuzz import classify, edge_values, input_size, random_inputs, shrink_args
+from evalkit.grading._fuzz import classify, edge_values, input_size, random_inputs, shrink_args
 
 BANK = Path(__file__).parent / "fixtures" / "adversary"
 SPECS = [

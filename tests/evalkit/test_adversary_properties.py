@@ -28,7 +28,7 @@ from evalkit import (
     load_tasks,
     validate_proposals,
 )
-from evalkit._fuzz import CATEGORIES, strategy_for
+from evalkit.grading._fuzz import CATEGORIES, strategy_for
 from evalkit_core.store import Store
 
 BANK = Path(__file__).parent / "fixtures" / "adversary"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalkit import load_tasks, render_prompt, run_eval
-from evalkit._eval import model_request
+from evalkit.grading._eval import model_request
 
 BANK = Path(__file__).parent / "fixtures" / "tasks"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import evalkit._eval
+import evalkit.grading._eval
 from evalkit import load_tasks, run_eval
 from evalkit_core import ConfigError
 
@@ -33,7 +33,7 @@ def test_an_unknown_solver_is_refused_before_any_sandbox_starts(
     def no_sandbox(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a sandbox was opened for a solver that is refused")
 
-    monkeypatch.setattr(evalkit._eval, "Sandbox", no_sandbox)
+    monkeypatch.setattr(evalkit.grading._eval, "Sandbox", no_sandbox)
     with pytest.raises(ConfigError, match="--solver must be"):
         run_eval(BANK, "oracle", out=tmp_path / "x.jsonl")
     assert not (tmp_path / "x.jsonl").exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit._gate import GatePolicy, compare, drop_tolerance, metrics_of, wilson
+from evalkit.gates._gate import GatePolicy, compare, drop_tolerance, metrics_of, wilson
 
 FIXTURE_TASKS = Path(__file__).parent / "fixtures" / "tasks"
 
@@ -154,7 +154,7 @@ def test_eval_reward_hacking_flags_are_gated_from_the_answers_the_receipt_binds(
 
 
 def test_an_eval_without_hacking_evidence_says_why_it_was_not_checked():
-    from evalkit._gate import not_checked_for, rules_for
+    from evalkit.gates._gate import not_checked_for, rules_for
 
     why = "this model eval's results file holds no completions"
     assert not_checked_for("evalkit.eval", {"flagged": None, "hacking_not_checked": why}) == {"hacking": why}
@@ -195,7 +195,7 @@ def test_campaign_receipts_gate_end_to_end(tmp_path):
 def test_help_names_every_rule():
     from typer.testing import CliRunner
 
-    from evalkit._gate import RULES
+    from evalkit.gates._gate import RULES
     from evalkit_cli import app
 
     res = CliRunner().invoke(app, ["gate", "--help"], terminal_width=200)

@@ -58,9 +58,9 @@ from evalkit import (
     grade,
     grade_many,
 )
-from evalkit._sandbox import SandboxJob, _call_result, user_processes
-from evalkit._tagged import TaggedError, tagged_decode
-from evalkit._wall import WallError
+from evalkit.wall._codec import TaggedError, tagged_decode
+from evalkit.wall._sandbox import SandboxJob, _call_result, user_processes
+from evalkit.wall._zygote import WallError
 from evalkit_core import digest
 
 pytestmark = pytest.mark.skipif(
@@ -1425,9 +1425,9 @@ def test_the_zygote_s_program_and_the_interpreter_s_bytecode_are_out_of_reach(fo
     jail), and from the interpreter's bytecode, which a job could otherwise poison for the jobs after it."""
     import sysconfig
 
-    import evalkit._wall
+    import evalkit.wall._zygote
 
-    package = Path(evalkit._wall.__file__).parent
+    package = Path(evalkit.wall._zygote.__file__).parent
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     targets = [
         (str(package), "os.O_RDONLY"),
@@ -1521,7 +1521,7 @@ def test_closing_a_sandbox_ends_every_zygote_checker_and_job():
 
 HOST_DIES = """
 import json, threading, time
-from evalkit._sandbox import Sandbox, SandboxJob, SandboxLimits, user_processes
+from evalkit.wall._sandbox import Sandbox, SandboxJob, SandboxLimits, user_processes
 box = Sandbox(SandboxLimits(cpu_seconds=0.5, wall_seconds=60), workers=1)
 job = SandboxJob("import time\\ndef f(x):\\n    time.sleep(600)\\n", "f", ({"args": [1], "kwargs": {}},))
 threading.Thread(target=box.run, args=(job,), daemon=True).start()

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit._eval import summary_intervals
-from evalkit._stats import standard_error, wilson_interval
+from evalkit.grading._eval import summary_intervals
+from evalkit.grading._stats import standard_error, wilson_interval
 
 
 @pytest.mark.parametrize(

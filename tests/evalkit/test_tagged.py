@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit._sandbox import _call_result, _check_result
-from evalkit._tagged import MAX_DEPTH, TaggedError, tagged_decode, tagged_encode, tagged_to_json
+from evalkit.wall._codec import MAX_DEPTH, TaggedError, tagged_decode, tagged_encode, tagged_to_json
+from evalkit.wall._sandbox import _call_result, _check_result
 from strategies import hostile_texts, wall_values
 
 

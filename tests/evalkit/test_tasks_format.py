@@ -195,7 +195,7 @@ def test_the_bank_is_searched_as_pathlib_would_and_never_through_a_symlinked_dir
     """task_dirs walks the bank with os.walk (a tenth of rglob's cost); it finds what ``sorted(rglob)`` finds, in
     the same order (path components compared one by one: "a" before "a-b"), and a task directory reached through
     a symbolic link is not loaded as if it were inside the bank."""
-    from evalkit._tasks import task_dirs
+    from evalkit.grading._tasks import task_dirs
 
     bank = tmp_path / "bank"
     for rel in ("code/a-b/001", "code/a/002", "code/a/001", "code/ab/001", "structured/z/001", "code/a/001/x/003"):

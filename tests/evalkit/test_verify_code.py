@@ -19,7 +19,7 @@ from evalkit import (
     load_tasks,
     reference_solution,
 )
-from evalkit._sandbox import SandboxJob
+from evalkit.wall._sandbox import SandboxJob
 from evalkit_core import digest
 
 BANK = Path(__file__).parent / "fixtures" / "tasks"

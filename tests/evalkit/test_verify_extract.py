@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from evalkit import ExtractionError, extract_code, extract_json
-from evalkit._extract import _MAX_JSON_DEPTH, _MAX_PY_NESTING, _bindings, _fenced, _scan_python
+from evalkit.grading._extract import _MAX_JSON_DEPTH, _MAX_PY_NESTING, _bindings, _fenced, _scan_python
 from strategies import (
     adversarial_texts,
     completions,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import evalkit._eval
-from evalkit._sandbox import Sandbox, SandboxJob
-from evalkit._wall import _interpreter_reachable
+import evalkit.grading._eval
+from evalkit.wall._sandbox import Sandbox, SandboxJob
+from evalkit.wall._zygote import _interpreter_reachable
 from evalkit_cli import app
 
 BANK = Path(__file__).parent / "fixtures" / "tasks"
@@ -111,7 +111,7 @@ def test_unknown_layer_is_refused():
 
 def test_eval_says_so_in_one_line_when_the_wall_is_weaker(monkeypatch):
     weak = functools.partial(Sandbox, without=frozenset({"seccomp"}))
-    monkeypatch.setattr(evalkit._eval, "Sandbox", weak)
+    monkeypatch.setattr(evalkit.grading._eval, "Sandbox", weak)
     result = CliRunner().invoke(app, ["eval", "--tasks", str(BANK), "--solver", "reference"])
     assert result.exit_code == 0, result.output
     warnings = [ln for ln in result.stderr.splitlines() if ln.startswith("warning: weaker sandbox isolation")]
@@ -123,7 +123,7 @@ def test_live_walls_in_one_process_never_share_a_uid_block():
     """Each wall user (sandbox, agent jail) holds its block of uids until it closes: one that lives long keeps its
     own while many others come and go (they used to take blocks round-robin, eight to a process, so a ninth
     sandbox shared the uids of one still running jobs)."""
-    from evalkit._wall import release_uid_block, uid_block
+    from evalkit.wall._zygote import release_uid_block, uid_block
 
     keep = uid_block()
     for _ in range(20):
@@ -160,7 +160,7 @@ def test_a_zygote_program_is_taken_from_its_cache_only_for_the_same_source(tmp_p
     import sys
     import zlib
 
-    from evalkit._wall import _compiled
+    from evalkit.wall._zygote import _compiled
 
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as PYTHONDONTWRITEBYTECODE says: nothing is kept
     source = "X = 1\n"
@@ -202,7 +202,7 @@ def test_a_zygote_program_compiles_where_its_cache_cannot_be_written(tmp_path, m
     import marshal
     import sys
 
-    from evalkit._wall import _compiled
+    from evalkit.wall._zygote import _compiled
 
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from evalkit import CallTest, CheckTest, CodeTask, Sandbox, load_tasks
-from evalkit._sandbox import SandboxJob
+from evalkit.wall import SandboxJob
 
 
 def _jobs(tasks: list[CodeTask], *, fresh: bool) -> list[SandboxJob]:

@@ -865,11 +865,11 @@ def test_an_agent_that_cannot_be_loaded_is_the_callers_error_and_nothing_is_writ
 def test_without_bubblewrap_the_agent_runs_behind_a_weaker_wall_and_says_so(
     synth_release_dir: Path, in_tmp: Path, monkeypatch: pytest.MonkeyPatch, cli: Any
 ) -> None:
-    import evalkit._wall
+    import evalkit.wall._zygote
 
     real_which = shutil.which
     monkeypatch.setattr(
-        evalkit._wall.shutil,
+        evalkit.wall._zygote.shutil,
         "which",
         lambda name, *a, **k: None if name == "bwrap" else real_which(name, *a, **k),
     )

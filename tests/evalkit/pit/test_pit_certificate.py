@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.pit._certificate import PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
+from evalkit.gates._certificate import PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
 
 
 @pytest.fixture(scope="module")

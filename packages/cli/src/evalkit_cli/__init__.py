@@ -52,7 +52,7 @@ def main() -> None:
         # 50,000 allocations, so a long run's cyclic garbage stays bounded.
         gc.set_threshold(50_000, 10, 10)
         try:
-            from evalkit._wall import launch_early
+            from evalkit.wall import launch_early
 
             launch_early(workers)
         except Exception:  # noqa: S110 - an early start is an optimisation; the sandbox starts its own

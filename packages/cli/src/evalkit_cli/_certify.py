@@ -28,7 +28,7 @@ def certify(
     written) when the receipt does not verify, 2 on bad input."""
     import base64
 
-    from evalkit.pit._certificate import CertificateRefusedError, certify_receipt
+    from evalkit.gates._certificate import CertificateRefusedError, certify_receipt
     from evalkit_cli._pit import _signing_key  # pyright: ignore[reportPrivateUsage]
     from evalkit_core import ConfigError, ReceiptError, atomic_write_text, check_output_path
 
@@ -86,7 +86,7 @@ def print_certificate_verification(
 ) -> None:
     """``evalkit verify CERT.json``: the certificate's signature, the receipt it names re-verified, the verdicts
     (with ``--json``: one object, ``checks`` as for a receipt and the ``statement`` it verified; same exit code)."""
-    from evalkit.pit._certificate import verify_certificate
+    from evalkit.gates._certificate import verify_certificate
 
     found = verify_certificate(cert, bundle=bundle, trajectory=trajectory, prices=prices, key=key)
     mismatch = any(c.status == "MISMATCH" for c in found.checks)

@@ -80,7 +80,7 @@ def eval_command(
             tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show, cache=cache,
             executor=executor, address=address,
         )
-    from evalkit._eval import summary_intervals
+    from evalkit.grading._eval import summary_intervals
 
     s = report.summary
     ci = summary_intervals([r.to_json() for r in report.rollouts])

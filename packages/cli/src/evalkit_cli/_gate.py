@@ -17,7 +17,7 @@ __all__ = ["gate", "verify_any"]
 def _pit_checks(
     receipt: Path, body: Mapping[str, Any], bundle: Path | None, trajectory: Path | None, prices: Path | None, key: str | None
 ) -> list[tuple[str, str, str]]:
-    from evalkit._gate import pit_field
+    from evalkit.gates._gate import pit_field
     from evalkit.pit import verify_pit_receipt
 
     if bundle is None:
@@ -57,7 +57,7 @@ def verify_any(
         raw = verify_eval_receipt(receipt, results, tasks, key=key)
         checks = [("ok" if ok else "MISMATCH", str(n), str(d)) for n, ok, d in raw]
         if all(s == "ok" for s, _, _ in checks):
-            from evalkit._eval import _recorded  # pyright: ignore[reportPrivateUsage]
+            from evalkit.grading._eval import _recorded  # pyright: ignore[reportPrivateUsage]
 
             files = cast("dict[str, str]", body.get("files") or {})
             base = receipt.resolve().parent if body.get("files_relative_to") == "receipt" else None
@@ -178,7 +178,7 @@ def gate(
     lookahead_unreachable, rejected_picks, probe, cutoff, cells, cell_return, contamination, release_digest,
     calendar_digest, holdout. Rules (eval, campaign): pass_rate (binomial tolerance), gap, hacking, cost_per_solved,
     models."""
-    from evalkit._gate import (
+    from evalkit.gates._gate import (
         BASELINE_FORMAT,
         Violation,
         compare,

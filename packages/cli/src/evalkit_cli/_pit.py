@@ -236,7 +236,7 @@ def verify(
     """Check a receipt offline: its signature, its schema, every hash it binds, and (PIT runs) a replay of every
     cell from the trajectory, the release and the prices. One line each: ok, MISMATCH <field>, not checked: <what>
     (pass the file it names), or note. Exit 0 only if nothing disagrees."""
-    from evalkit.pit._certificate import is_certificate
+    from evalkit.gates._certificate import is_certificate
     from evalkit_core import ReceiptError, read_receipt
 
     if is_certificate(receipt):  # a certificate from `evalkit certify`: its signature, then its receipt
@@ -310,7 +310,7 @@ def _verify_other(
     kind: str, receipt: Path, results: Path | None, tasks: Path | None, key: str | None
 ) -> list[tuple[str, bool, str]]:
     from evalkit import verify_eval_receipt
-    from evalkit._eval import RECEIPT_KIND as EVAL_KIND
+    from evalkit.grading._eval import RECEIPT_KIND as EVAL_KIND
 
     if kind == "evalkit.campaign":
         raise ConfigError(f"{receipt}: a campaign receipt; check it with `evalkit campaign verify NAME`")

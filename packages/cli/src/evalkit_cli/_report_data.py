@@ -459,7 +459,7 @@ def _all_pass(block: Mapping[str, Any]) -> bool:
 
 
 def _rate_block(passed: int, n: int) -> dict[str, Any]:
-    from evalkit._stats import wilson_interval
+    from evalkit.grading._stats import wilson_interval
 
     ci = wilson_interval(passed, n)
     return {"passed": passed, "n": n, "rate": round(passed / n, 6) if n else None,
@@ -620,7 +620,7 @@ SWEEP = (0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0
 
 
 def campaign_model(name: str, *, home: Path | None) -> Model:
-    from evalkit._stats import INTERVAL_METHOD
+    from evalkit.grading._stats import INTERVAL_METHOD
     from evalkit_core.store import Store
     from evalkit_router import calibrate, campaign_report, digest_of_rows, split_tasks, sweep
     from evalkit_training import campaign_rollouts

@@ -151,7 +151,7 @@ def run(
     served: dict[str, int] = {}
     for d in decisions:
         served[d.served_by] = served.get(d.served_by, 0) + 1
-    from evalkit._stats import wilson_interval
+    from evalkit.grading._stats import wilson_interval
 
     ci = wilson_interval(hidden, n)
     shown = "" if ci is None else f" [{ci[0]:.1%}, {ci[1]:.1%}] (Wilson 95%)"

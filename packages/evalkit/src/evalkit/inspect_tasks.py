@@ -27,10 +27,10 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import Solver, TaskState, generate
 
-from evalkit._sandbox import Sandbox, SandboxLimits
-from evalkit._tasks import Task as BankTask
-from evalkit._tasks import load_tasks, render_prompt
-from evalkit._verifiers import VerifierSettings, grade
+from evalkit.grading._tasks import Task as BankTask
+from evalkit.grading._tasks import load_tasks, render_prompt
+from evalkit.grading._verifiers import VerifierSettings, grade
+from evalkit.wall import Sandbox, SandboxLimits
 from evalkit_core import ConfigError
 
 __all__ = ["evalkit_inspect_task", "verifier_scorer", "verifier_tasks"]

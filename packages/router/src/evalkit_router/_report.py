@@ -179,7 +179,7 @@ def summary_intervals(
     """Per model: Wilson 95% intervals on the pooled public, hidden and adversarial pass shares (passing samples
     over scored samples; equal to pass@1 when every task has the same number of samples), and the standard error over tasks
     of each pass@k. Kept out of the summary a receipt binds, so older receipts still verify."""
-    from evalkit._stats import INTERVAL_METHOD, standard_error, wilson_interval
+    from evalkit.grading._stats import INTERVAL_METHOD, standard_error, wilson_interval
 
     per_model: dict[str, JSON] = {}
     for model in models:

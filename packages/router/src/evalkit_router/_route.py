@@ -87,7 +87,7 @@ class ModelQuality:
 
     def ci95(self) -> list[float] | None:
         """The Wilson 95% interval of the pass rate (None without scored samples)."""
-        from evalkit._stats import wilson_interval
+        from evalkit.grading._stats import wilson_interval
 
         ci = wilson_interval(self.successes, self.n)
         return None if ci is None else [ci[0], ci[1]]
@@ -223,13 +223,13 @@ class RoutingReport:
 
     def ci95(self, rate: float) -> list[float] | None:
         """The Wilson 95% interval of a pass rate over this report's decisions."""
-        from evalkit._stats import wilson_interval
+        from evalkit.grading._stats import wilson_interval
 
         ci = wilson_interval(round(rate * self.decisions), self.decisions)
         return None if ci is None else [ci[0], ci[1]]
 
     def to_json(self) -> dict[str, JSON]:
-        from evalkit._stats import INTERVAL_METHOD
+        from evalkit.grading._stats import INTERVAL_METHOD
 
         return {
             "threshold": self.threshold,

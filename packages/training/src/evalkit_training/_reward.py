@@ -229,7 +229,7 @@ def _adversary_lookup() -> Callable[..., Sequence[CallTest]] | None:
     fn = getattr(evalkit, "adversarial_tests", None)
     if fn is None:
         try:
-            fn = getattr(importlib.import_module("evalkit._adversary"), "adversarial_tests", None)
+            fn = getattr(importlib.import_module("evalkit.grading._adversary"), "adversarial_tests", None)
         except ImportError:
             fn = None
     return cast("Callable[..., Sequence[CallTest]] | None", fn)

@@ -131,7 +131,7 @@ _V1 = (
         graded_at TEXT,
         UNIQUE (campaign_id, task_id, model_id, sample)
     )""",
-    # The adversary's bank (evalkit._adversary): one row per (task, input digest). ``input`` is the JSON
+    # The adversary's bank (evalkit.grading._adversary): one row per (task, input digest). ``input`` is the JSON
     # {"args": [...], "kwargs": {...}}, ``expected`` the reference's JSON result (never NaN), ``found_by`` the
     # proposer, ``candidate_digest`` the candidate it broke, ``actual`` what that candidate did.
     """CREATE TABLE counterexamples (

@@ -1,7 +1,12 @@
-"""The point-in-time harness: run configuration, toolbox, agents, network guard, probe, scoring, receipts.
+"""The point-in-time harness: an agent trades session by session over a frozen release, and a receipt proves how.
 
-Names load on first use, so that an agent process (which needs only the adapters) does not import polars and
-the rest of the harness.
+A run (:func:`run`, configured by :class:`RunConfig`) walks arms x clocks; for each cell the runner starts the agent
+in a jail of its own (a :class:`~evalkit.wall.Zygote` of the wall, under the agent's policy), answers its tool
+calls from a :class:`Toolbox` bound to the session's opening bell (what was not yet knowable is refused), serves
+its model calls through the gateway (recorded, charged, capped), validates its picks, scores them against the
+user's prices, asks the mask-leak probe, and writes a trajectory and a signed receipt that :func:`verify_pit_receipt`
+replays offline. It uses the wall only through :mod:`evalkit.wall`'s public names and knows nothing of the grading
+stack. Names load on first use, so that an agent process (which needs only the adapters) does not import polars.
 """
 
 from typing import TYPE_CHECKING

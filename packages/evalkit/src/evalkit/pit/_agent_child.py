@@ -3,7 +3,7 @@ evalkit's agent adapters come from the zygote's warm-up (code only: the harness'
 
 This file is not imported by evalkit: :mod:`evalkit.pit._jail` appends its source to the wall's zygote (after the
 tagged-JSON codec), which calls ``PAYLOADS["agent"](settings, args)`` in a freshly jailed process (see
-:mod:`evalkit._wall_zygote`). fds: 1 and 2 the output pipe (captured by the harness, capped), 3 from the
+:mod:`evalkit.wall._zygote_child`). fds: 1 and 2 the output pipe (captured by the harness, capped), 3 from the
 harness, 4 to the harness. Messages:
 
 harness to agent (length-prefixed ``marshal``: the harness is trusted, and it is faster than JSON)

@@ -44,10 +44,9 @@ def harness_source_files() -> dict[str, Path]:
     """The files the harness source digest covers, by name relative to their package's parent directory:
     ``evalkit/pit/*.py``, the ``pit_harness`` facade, ``evalkit_core``'s top-level modules and models layer,
     and the published receipt schema."""
-    import evalkit
     import evalkit_core
 
-    evalkit_dir = Path(evalkit.__file__).parent
+    evalkit_dir = Path(__file__).parent.parent  # the evalkit package (imported, it would pull in every room)
     core_dir = Path(evalkit_core.__file__).parent
     facade_dir = (
         evalkit_dir.parent / "pit_harness"

@@ -1,4 +1,4 @@
-"""The agent's jail: the PIT agent runs behind the wall (:mod:`evalkit._wall`), a fresh process per cell.
+"""The agent's jail: the PIT agent runs behind the wall (:mod:`evalkit.wall._zygote`), a fresh process per cell.
 
 One zygote per run holds a read-only root of only what agent code needs to import: the interpreter's prefix,
 this environment's site-packages, evalkit's package directories and the agent's own module file or package
@@ -37,7 +37,11 @@ from typing import Any, cast
 
 import attrs
 
-from evalkit._wall import (
+from evalkit.pit._agents import AgentReply
+from evalkit.pit._guard import EgressAttempt
+from evalkit.pit._recipe import Recipe, jail_roots, site_dirs
+from evalkit.pit._toolbox import Toolbox
+from evalkit.wall import (
     DEFAULT_DENY,
     Spawned,
     WallError,
@@ -47,10 +51,6 @@ from evalkit._wall import (
     release_uid_block,
     uid_block,
 )
-from evalkit.pit._agents import AgentReply
-from evalkit.pit._guard import EgressAttempt
-from evalkit.pit._recipe import Recipe, jail_roots, site_dirs
-from evalkit.pit._toolbox import Toolbox
 from evalkit_core import EvalkitError
 
 __all__ = ["AgentError", "AgentJail", "AgentLimits", "AgentProcess", "AgentWall", "EgressStop"]
@@ -190,11 +190,10 @@ class AgentJail:
 
     def _policy(self) -> WallPolicy:
         roots = jail_roots()
-        import evalkit
         import evalkit_core
 
         # the directories holding evalkit's packages (an editable install's src/), so they import without .pth
-        parents = [str(Path(m.__file__ or "").resolve().parent.parent) for m in (evalkit, evalkit_core)]
+        parents = [str(Path(__file__).resolve().parents[2]), str(Path(evalkit_core.__file__ or "").resolve().parent.parent)]
         # -S: this environment's site directories (and their .pth files) are added by the payload, not the
         # interpreter's own site-packages
         return WallPolicy(

@@ -42,8 +42,8 @@ from typing import Any, cast
 
 import attrs
 
-from evalkit._tagged import TaggedError, tagged_encode
 from evalkit.pit._agents import AgentOrigin, AgentSpecError, module_location
+from evalkit.wall import TaggedError, tagged_encode
 
 __all__ = ["Recipe", "jail_roots", "recipe_for"]
 
@@ -73,12 +73,11 @@ class Recipe:
 def jail_roots() -> tuple[str, ...]:
     """Host directories every agent jail holds: the interpreter's prefix (the standard library), this
     environment's site-packages, and evalkit's own package directories (evalkit, pit_harness, evalkit_core)."""
-    import evalkit
     import evalkit_core
 
     paths = sysconfig.get_paths()
     roots = [os.path.realpath(sys.base_prefix), paths["purelib"], paths["platlib"]]
-    roots += [str(Path(m.__file__ or "").resolve().parent) for m in (evalkit, evalkit_core)]
+    roots += [str(Path(__file__).resolve().parents[1]), str(Path(evalkit_core.__file__ or "").resolve().parent)]
     facade = module_location("pit_harness")  # found, not imported: evalkit does not import its facade
     if facade is not None and facade.submodule_search_locations:
         roots += [str(Path(p).resolve()) for p in facade.submodule_search_locations]

@@ -1,10 +1,10 @@
-"""The sandbox: grades candidate code behind the wall (:mod:`evalkit._wall`), one jailed process per test.
+"""The sandbox: grades candidate code behind the wall (:mod:`evalkit.wall._zygote`), one jailed process per test.
 
 For each test the host asks its worker's zygote for a fresh jailed process (own pid, mount and IPC namespaces,
 a read-only root holding only the interpreter, a private ``/job`` tmpfs, no network, a uid no other running job
 has, rlimits, seccomp) that loads the candidate's module from scratch, so no test's verdict depends on which
 tests ran before it. The host sends the candidate its source and then the call's arguments on pipes made for
-that test, and reads back data (tagged JSON, see :mod:`evalkit._tagged`):
+that test, and reads back data (tagged JSON, see :mod:`evalkit.wall._codec`):
 
 - a **call test** is one call whose reply the verifier compares with the expected value, outside;
 - an **assert-style check** runs in a second jailed process (the checker, another uid) that holds the check
@@ -34,13 +34,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from types import TracebackType
-from typing import Literal, Self, cast
+from typing import Literal, Self, TypeAlias, cast
 
 import attrs
 
-from evalkit._tagged import TaggedError, tagged_decode, tagged_encode, tagged_to_json
-from evalkit._tasks import JSON
-from evalkit._wall import (
+from evalkit.wall._codec import TaggedError, tagged_decode, tagged_encode, tagged_to_json
+from evalkit.wall._zygote import (
     Spawned,
     WallError,
     WallPolicy,
@@ -53,6 +52,7 @@ from evalkit._wall import (
 )
 
 __all__ = [
+    "JSON",
     "Isolation",
     "Sandbox",
     "SandboxJob",
@@ -60,6 +60,9 @@ __all__ = [
     "SandboxRun",
     "TestRun",
 ]
+
+# What a job's tests carry and a call test returns: JSON data (the tagged codec carries more, see _codec).
+JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | None"
 
 RunStatus = Literal["value", "done", "raised", "timeout", "crash", "bad_return", "not_run"]
 LoadStatus = Literal["ok", "raised", "timeout", "crash", "missing", "infra"]
@@ -114,7 +117,7 @@ class SandboxLimits:
 
 @attrs.frozen
 class Isolation:
-    """What isolation was in effect, measured when the sandbox started (see :class:`evalkit._wall.WallReport`)."""
+    """What isolation was in effect, measured when the sandbox started (see :class:`evalkit.wall._zygote.WallReport`)."""
 
     user: str
     network: str

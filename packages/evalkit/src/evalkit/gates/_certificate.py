@@ -19,8 +19,8 @@ from typing import Any, cast
 
 import attrs
 
-from evalkit._gate import pit_field
-from evalkit.pit._verify import Check, verify_pit_receipt
+from evalkit.gates._gate import pit_field
+from evalkit.pit import Check, verify_pit_receipt
 from evalkit_core import (
     ConfigError,
     EvalkitError,

@@ -43,7 +43,7 @@ from typing import cast
 
 import attrs
 
-from evalkit._tasks import JSON
+from evalkit.grading._tasks import JSON
 
 __all__ = ["ExtractionError", "extract_code", "extract_json", "parse_json"]
 

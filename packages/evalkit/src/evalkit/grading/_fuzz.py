@@ -1,7 +1,7 @@
 """The fuzz proposer's parts: edge values per type, hypothesis strategies built from a task's ``TypeSpec``s,
 the category a generated input falls in, and the structural shrinker the adversary runs between sandbox batches.
 
-Everything here is pure (no sandbox, no store); :mod:`evalkit._adversary` drives it. Generated values are plain
+Everything here is pure (no sandbox, no store); :mod:`evalkit.grading._adversary` drives it. Generated values are plain
 JSON: finite floats only, ints within ±(2**53 - 1), strings of Unicode scalars (no lone surrogates).
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, cast, get_args
 if TYPE_CHECKING:  # hypothesis is imported on first use: a command that only reads the store must not pay for it
     from hypothesis import strategies as st
 
-from evalkit._tasks import JSON, CallTest, CodeTask, TypeSpec, conforms
+from evalkit.grading._tasks import JSON, CallTest, CodeTask, TypeSpec, conforms
 
 __all__ = [
     "CATEGORIES",

@@ -12,7 +12,7 @@ private writable ``/job``, and the seccomp deny list. :class:`Zygote` turns the 
   handles (mount propagation, ``/dev``, ``/proc`` masking);
 - per job the zygote clones a child into new pid, mount and IPC namespaces, mounts its own ``/proc`` and
   ``/job``, switches to a uid no other running job has, sets rlimits and ``no_new_privs`` and loads a
-  **libseccomp** filter (see :mod:`evalkit._wall_zygote`), then runs the payload;
+  **libseccomp** filter (see :mod:`evalkit.wall._zygote_child`), then runs the payload;
 - the host talks to a jailed process only through pipes it made for that job, and kills it through a pidfd;
   killing pid 1 of a pid namespace ends every process in it.
 
@@ -211,12 +211,12 @@ def _own_source(name: str) -> str:
 
 @cache
 def _zygote_source() -> str:
-    return _own_source("_wall_zygote.py")
+    return _own_source("_zygote_child.py")
 
 
 @cache
 def _codec_source() -> str:
-    return _own_source("_tagged.py")
+    return _own_source("_codec.py")
 
 
 @cache

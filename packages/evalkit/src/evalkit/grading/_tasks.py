@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 import attrs
 
+from evalkit.wall import JSON
 from evalkit_core import EvalkitError, digest, read_json_object
 
 __all__ = [
@@ -40,7 +41,6 @@ __all__ = [
     "validate_task_json",
 ]
 
-JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | None"
 
 TASK_FILE = "task.json"
 REFERENCE_FILE = "reference.py"

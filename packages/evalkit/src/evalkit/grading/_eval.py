@@ -14,9 +14,8 @@ import attrs
 if TYPE_CHECKING:
     from evalkit_core.models import Completion, JsonValue, Request
 
-from evalkit._ray import GradingPool, RayCluster, check_executor
-from evalkit._sandbox import Isolation, Sandbox, SandboxLimits
-from evalkit._tasks import (
+from evalkit.grading._ray import GradingPool, RayCluster, check_executor
+from evalkit.grading._tasks import (
     JSON,
     CallTest,
     CheckTest,
@@ -32,7 +31,8 @@ from evalkit._tasks import (
     task_dirs,
     validate_task_json,
 )
-from evalkit._verifiers import Verdict, VerifierSettings, grade_many, schema_errors
+from evalkit.grading._verifiers import Verdict, VerifierSettings, grade_many, schema_errors
+from evalkit.wall import Isolation, Sandbox, SandboxLimits
 from evalkit_core import (
     ConfigError,
     ReceiptError,
@@ -300,7 +300,7 @@ def summary_intervals(rows: Sequence[dict[str, JSON]]) -> dict[str, JSON]:
     """Wilson 95% intervals for the summary's pass rates, per rollout and per test (same counts as
     :func:`summarize`). Not part of the
     summary a receipt binds: receipts made before intervals existed still verify."""
-    from evalkit._stats import INTERVAL_METHOD, wilson_interval
+    from evalkit.grading._stats import INTERVAL_METHOD, wilson_interval
 
     scored = [r for r in rows if r.get("infra_error") is None]
     out: dict[str, JSON] = {"method": INTERVAL_METHOD}

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import cast
 
-from evalkit._tasks import JSON, TaskError
+from evalkit.grading._tasks import JSON, TaskError
 from evalkit_core import atomic_write_text
 
 __all__ = ["humaneval_problems", "import_humaneval"]

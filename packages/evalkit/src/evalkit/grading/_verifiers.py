@@ -18,9 +18,9 @@ from typing import Literal, cast
 
 import attrs
 
-from evalkit._extract import ExtractionError, extract_code, extract_json, parse_json
-from evalkit._sandbox import Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun
-from evalkit._tasks import JSON, Assertion, CallTest, CheckTest, CodeTask, StructuredTask, Task
+from evalkit.grading._extract import ExtractionError, extract_code, extract_json, parse_json
+from evalkit.grading._tasks import JSON, Assertion, CallTest, CheckTest, CodeTask, StructuredTask, Task
+from evalkit.wall import Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun
 from evalkit_core import digest
 
 __all__ = [

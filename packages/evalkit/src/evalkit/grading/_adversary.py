@@ -31,12 +31,20 @@ from typing import Literal, cast, get_args
 
 import attrs
 
-from evalkit._eval import read_replay
-from evalkit._extract import ExtractionError, extract_code, extract_json
-from evalkit._fuzz import CATEGORIES, Category, classify, input_size, random_inputs, seed_inputs, shrink_args
-from evalkit._sandbox import Sandbox, SandboxJob, SandboxLimits, TestRun
-from evalkit._tasks import JSON, CallTest, CodeTask, Task, conforms, load_tasks, render_prompt
-from evalkit._verifiers import json_equal
+from evalkit.grading._eval import read_replay
+from evalkit.grading._extract import ExtractionError, extract_code, extract_json
+from evalkit.grading._fuzz import (
+    CATEGORIES,
+    Category,
+    classify,
+    input_size,
+    random_inputs,
+    seed_inputs,
+    shrink_args,
+)
+from evalkit.grading._tasks import JSON, CallTest, CodeTask, Task, conforms, load_tasks, render_prompt
+from evalkit.grading._verifiers import json_equal
+from evalkit.wall import Sandbox, SandboxJob, SandboxLimits, TestRun
 from evalkit_core import CanonicalError, ConfigError, digest, digest_bytes
 from evalkit_core.models import BudgetExceeded, ModelClient, Request, SimContext
 from evalkit_core.store import Store, utc_now

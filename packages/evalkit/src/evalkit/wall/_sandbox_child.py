@@ -1,8 +1,8 @@
 """The sandbox's payloads: what runs inside the wall for one test. Standard library only.
 
-This file is not imported by evalkit: :mod:`evalkit._sandbox` appends its source to the wall's zygote (after the
-tagged-JSON codec of :mod:`evalkit._tagged`), which calls ``PAYLOADS[name](settings, args)`` in a freshly jailed
-process (see :mod:`evalkit._wall_zygote`). Two payloads:
+This file is not imported by evalkit: :mod:`evalkit.wall._sandbox` appends its source to the wall's zygote (after the
+tagged-JSON codec of :mod:`evalkit.wall._codec`), which calls ``PAYLOADS[name](settings, args)`` in a freshly jailed
+process (see :mod:`evalkit.wall._zygote_child`). Two payloads:
 
 ``candidate``
     fds: 3 in (the job, then calls), 4 out (the load status, then replies). Reads the candidate's source and
@@ -58,7 +58,7 @@ def _import_without_fork_hook(name: str) -> object:
 
 random = _import_without_fork_hook("random")  # each candidate's process seeds it with its job's seed
 
-if typing.TYPE_CHECKING:  # at run time the codec's and the zygote's sources come before this file's (evalkit._wall)
+if typing.TYPE_CHECKING:  # at run time the codec's and the zygote's sources come before this file's (evalkit.wall._zygote)
 
     def _child_signal(signum: int, handler: object) -> None: ...
 

@@ -24,14 +24,14 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from evalkit._sandbox import Isolation, Sandbox, SandboxLimits
-from evalkit._verifiers import Verdict, VerifierSettings, grade_many
+from evalkit.grading._verifiers import Verdict, VerifierSettings, grade_many
+from evalkit.wall import Isolation, Sandbox, SandboxLimits
 from evalkit_core import ConfigError
 
 if TYPE_CHECKING:
     import asyncio
 
-    from evalkit._tasks import Task
+    from evalkit.grading._tasks import Task
 
 __all__ = [
     "EXECUTORS",

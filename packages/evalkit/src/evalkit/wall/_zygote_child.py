@@ -1,6 +1,6 @@
 """The zygote: the process inside the wall that makes one jailed process per job. Standard library only.
 
-This file is not imported by evalkit. :mod:`evalkit._wall` reads its source, appends the source of the payloads
+This file is not imported by evalkit. :mod:`evalkit.wall._zygote` reads its source, appends the source of the payloads
 (what a jailed process runs: a candidate, a checker, an agent) and starts ``python -c <that> <settings-json>``
 inside bubblewrap (a minimal read-only root, fresh network, IPC, UTS and pid namespaces), with a control socket
 on fd 3. The zygote never reads anything a job is given: a job's inputs travel on the job's own pipes, straight
