@@ -29,7 +29,7 @@ def certify(
     import base64
 
     from evalkit.gates._certificate import CertificateRefusedError, certify_receipt
-    from evalkit_cli._pit import _signing_key  # pyright: ignore[reportPrivateUsage]
+    from evalkit_cli._keys import signing_key
     from evalkit_core import ConfigError, ReceiptError, atomic_write_text, check_output_path
 
     # bad input before anything is written (the signing key is made on first use)
@@ -40,7 +40,7 @@ def certify(
         if given is not None and out.resolve() == given.resolve():
             raise ConfigError(f"--out: {out} is an input ({given}); expected a new file for the certificate")
     try:
-        envelope = certify_receipt(receipt, bundle=bundle, key=_signing_key(), trajectory=trajectory, prices=prices,
+        envelope = certify_receipt(receipt, bundle=bundle, key=signing_key(), trajectory=trajectory, prices=prices,
                                    trusted=key)
     except CertificateRefusedError as exc:
         typer.echo(f"refused: {exc}", err=True)

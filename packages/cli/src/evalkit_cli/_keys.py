@@ -9,11 +9,22 @@ from typing import Any
 
 import typer
 
-__all__ = ["app"]
+__all__ = ["app", "signing_key"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 _HOME_HELP = "Home directory (default: $EVALKIT_HOME, else .evalkit/ in the working directory)."
+
+
+def signing_key() -> Any:
+    """The key in $EVALKIT_HOME, created on first use; one line on stderr when it is new (the commands that sign
+    call this: run, certify)."""
+    from evalkit_core import ensure_signing_key
+
+    key, created = ensure_signing_key()
+    if created:
+        typer.echo(f"key         generated {key.key_id} in {key.path} (first run; `evalkit keys show`)", err=True)
+    return key
 
 
 def _describe(key: Any) -> dict[str, Any]:

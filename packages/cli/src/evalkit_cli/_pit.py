@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from evalkit_cli._keys import signing_key
 from evalkit_cli._progress import progress_bar
 from evalkit_core import ConfigError
 
@@ -165,7 +166,7 @@ def run(
             if prices:  # the file came from --prices: its own message names it
                 raise
             raise cfg.error("prices_path", str(exc)) from None
-    key = _signing_key()
+    key = signing_key()
     with progress_bar("cells", enabled=not as_json, force=show_progress) as bar:
 
         def report(label: str, done: int, total: int) -> None:
@@ -210,16 +211,6 @@ def _cutoff_from_registry(cfg: Any) -> Any:
         training_cutoff=entry.training_cutoff.isoformat(),
         training_cutoff_source=f"model registry: {entry.training_cutoff_source}",
     )
-
-
-def _signing_key() -> Any:
-    """The key in $EVALKIT_HOME, created on first use; one line on stderr when it is new."""
-    from evalkit_core import ensure_signing_key
-
-    key, created = ensure_signing_key()
-    if created:
-        typer.echo(f"key         generated {key.key_id} in {key.path} (first run; `evalkit keys show`)", err=True)
-    return key
 
 
 def verify(

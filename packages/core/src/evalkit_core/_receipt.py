@@ -1,4 +1,5 @@
-"""The receipt envelope ``{body, body_sha256, emitted_at}``, atomic writes, and binding checks.
+"""The receipt envelope ``{body, body_sha256, emitted_at}`` and binding checks (the atomic writes it re-exports
+live in :mod:`evalkit_core._atomic`, below both this module and the signing key's).
 
 ``emitted_at`` is the only wall-clock value and sits outside the hash: two runs of one configuration over one
 release give byte-identical bodies and body hashes.
@@ -6,22 +7,18 @@ release give byte-identical bodies and body hashes.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import os
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any
 
 import attrs
 
+from evalkit_core._atomic import atomic_open, atomic_write_bytes, atomic_write_text, check_output_path
 from evalkit_core._canonical import canonical_bytes, digest, file_digest
-from evalkit_core._errors import ConfigError, ReceiptError
+from evalkit_core._errors import ReceiptError
 from evalkit_core._jsonfile import read_json_object
-
-if TYPE_CHECKING:
-    from evalkit_core._signing import SigningKey
+from evalkit_core._signing import SigningKey, sign_body
 
 __all__ = [
     "Binding",
@@ -38,53 +35,6 @@ __all__ = [
 ]
 
 
-def check_output_path(path: str | Path, what: str = "output") -> Path:
-    """Refuse, before any work, a path that cannot be written as a file: a directory, or one under a file.
-
-    ``what`` names the option or field in the one-line error (``--out``, ``receipt``)."""
-    target = Path(path)
-    if target.is_dir():
-        raise ConfigError(f"{what} {target}: is a directory; expected a file path")
-    for parent in target.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(f"{what} {target}: {parent} is a file, not a directory")
-            break
-    return target
-
-
-@contextlib.contextmanager
-def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
-    """Open a temp file beside ``path`` for binary writing; rename it over ``path`` only if the block succeeds.
-
-    On any error the temp file is removed and ``path`` is left as it was.
-    """
-    target = check_output_path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.fchmod(fd, 0o644)  # mkstemp makes 0600; receipts and releases are meant to be read by others
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        Path(tmp).replace(target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            Path(tmp).unlink()
-        raise
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file and a rename: readers see the old file or the new one."""
-    with atomic_open(path) as f:
-        f.write(data)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
 def make_receipt(
     body: Mapping[str, Any], emitted_at: dt.datetime | None = None, *, key: SigningKey | None = None
 ) -> dict[str, Any]:
@@ -98,8 +48,6 @@ def make_receipt(
         "emitted_at": when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
     }
     if key is not None:
-        from evalkit_core._signing import sign_body
-
         receipt.update(sign_body(body, key))
     return receipt
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
+from evalkit_core._atomic import atomic_write_bytes
 from evalkit_core._canonical import canonical_bytes
 from evalkit_core._errors import EvalkitError
 
@@ -236,8 +237,6 @@ def generate_signing_key(home: str | Path | None = None, *, force: bool = False)
 
 
 def _write_public(path: Path, public: PublicKey) -> None:
-    from evalkit_core._receipt import atomic_write_bytes
-
     atomic_write_bytes(path, public.pem())
 
 
