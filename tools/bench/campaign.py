@@ -75,8 +75,8 @@ def overhead(k: int) -> None:
         d = Path(tmp)
         config = load_campaign(_campaign_file(d, models=["sim/strong"], k=k, concurrency=1))
         # the bench swaps the private grader for an instant stub: it times the harness without the sandbox
-        real_grade = campaign_module._grade_one
-        campaign_module._grade_one = _instant_grade  # type: ignore[assignment]
+        real_grade = campaign_module.grade_one
+        campaign_module.grade_one = _instant_grade  # type: ignore[assignment]
         try:
             with Store.open(d / "home") as store:
 
@@ -106,7 +106,7 @@ def overhead(k: int) -> None:
                 campaign_report(store, "bench")
                 report_time = time.perf_counter() - t0
         finally:
-            campaign_module._grade_one = real_grade
+            campaign_module.grade_one = real_grade
     per = (wall - model_time) / n * 1000
     print(f"overhead: {n} rollouts (sim/strong, concurrency 1, grading stubbed)")
     print(f"  wall {wall:.3f} s, inside the model layer {model_time:.3f} s")
@@ -215,13 +215,13 @@ def throughput(rollouts: int, latency: float, concurrency: int, *, stub_grading:
                             return time.perf_counter() - t0, outcome.called, outcome.planned
 
                 t_start = time.perf_counter()
-                real_grade = campaign_module._grade_one
+                real_grade = campaign_module.grade_one
                 if stub_grading:
-                    campaign_module._grade_one = _instant_grade  # type: ignore[assignment]
+                    campaign_module.grade_one = _instant_grade  # type: ignore[assignment]
                 try:
                     wall, called, planned = asyncio.run(main())
                 finally:
-                    campaign_module._grade_one = real_grade
+                    campaign_module.grade_one = real_grade
                 calls_wall = max(stored_times) - min(started_times) if stored_times else wall
                 setup = min(started_times) - t_start if started_times else 0.0
                 rep = campaign_report(store, "bench")

@@ -34,7 +34,6 @@ reservations between tries, before the campaign halts.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -49,57 +48,62 @@ from evalkit import (
     JSON,
     MINING_LIMITS,
     CallTest,
-    CodeTask,
-    ExtractionError,
     RayCluster,
     Sandbox,
     SandboxLimits,
     Task,
-    TestVerdict,
-    Verdict,
     VerifierSettings,
-    adversarial_tests,
-    bank_counterexamples,
-    banked_counterexamples,
     check_executor,
-    extract_code,
-    fuzz_proposals,
-    grade_many,
-    mine,
     model_request,
 )
-from evalkit_core import canonical_bytes, digest
 from evalkit_core.models import (
     BudgetExceeded,
     BudgetScope,
     Completion,
     ModelClient,
     ModelError,
-    Registry,
     Request,
     Timeouts,
     charged_for_label,
-    completion_to_json,
     key_routes,
     load_registry,
     reconcile,
 )
-from evalkit_core.store import Connection, Process, Store, evalkit_home, is_alive, utc_now
+from evalkit_core.store import Connection, Store, evalkit_home
+from evalkit_router._campaign_store import (
+    LostCall,
+    acquire_lease,
+    lost_calls,
+    open_campaign,
+    release_lease,
+    set_status,
+)
 from evalkit_router._config import (
-    CampaignChangedError,
     CampaignConfig,
     CampaignError,
     identity,
-    identity_diff,
-    identity_digest,
     load_campaign,
     select_tasks,
 )
 from evalkit_router._integrity import check_rollout_costs
+from evalkit_router._rollouts import (
+    Answer,
+    GradedUnder,
+    PlannedRollout,
+    adversarial_set,
+    grade_one,
+    graded_under_by_key,
+    insert_rollout,
+    mine_campaign,
+    plan_rollouts,
+    rollout_key,
+    set_digest,
+    store_verdict,
+    stored_text,
+)
 from evalkit_router._status import (
     CampaignStatus,
     campaign_label,
-    campaign_row,
     campaign_status,
     load_stored_campaign,
     stored_rollouts,
@@ -124,65 +128,11 @@ __all__ = [
 ProgressFn = Callable[[int, int, Decimal], None]
 """``progress(done, total, spent_usd)``: called after each rollout is graded (and once at the start)."""
 
-MINE_BUDGET = 200  # fuzz proposals per mined candidate
-MINE_SEED = 0
 # a transient global refusal is tried again this many times, waiting REFUSAL_BACKOFF * 2**n seconds (at most
 # REFUSAL_MAX_WAIT) before the n-th retry: about 25 s in all before the campaign halts
 REFUSAL_RETRIES = 8
 REFUSAL_BACKOFF = 0.1
 REFUSAL_MAX_WAIT = 8.0
-
-
-def rollout_key(campaign: str, model_id: str, task_id: str, task_digest: str, sample: int) -> str:
-    """The key of one rollout: the digest of (campaign name, model id, task id, task content digest, sample)."""
-    return digest(
-        {
-            "campaign": campaign,
-            "model": model_id,
-            "task": task_id,
-            "task_digest": task_digest,
-            "sample": sample,
-        }
-    )
-
-
-@attrs.frozen
-class PlannedRollout:
-    key: str
-    model_id: str
-    task: Task
-    sample: int
-
-
-@attrs.frozen
-class Answer:
-    """What a campaign needs of a settled call: the text to grade, the usage anomaly (if any) and what the call
-    was charged. ``stored``: found already stored (a worker that died after settling it), not called again."""
-
-    text: str
-    anomaly: str | None
-    charged: Decimal
-    stored: bool = False
-
-
-@attrs.frozen
-class LostCall:
-    """A call of this campaign that was paid (or may have been) but whose answer never reached a rollout: its
-    process died with the request in flight (status ``unknown``, charged at its worst case), or an older
-    evalkit lost it between settling and storing."""
-
-    call_id: str
-    model_id: str
-    status: str
-    charged: Decimal
-
-    def to_json(self) -> dict[str, JSON]:
-        return {
-            "call_id": self.call_id,
-            "model_id": self.model_id,
-            "status": self.status,
-            "charged_usd": str(self.charged),
-        }
 
 
 @attrs.frozen
@@ -210,274 +160,11 @@ class RunOutcome:
     )
 
 
-# --------------------------------------------------------------------------------------------- adversary
-
-
-def adversarial_set(store: Store, task: Task) -> tuple[CallTest, ...]:
-    """The banked adversarial tests of ``task`` mined against this version of it (``evalkit.adversarial_tests``
-    with the task's digest); empty for structured tasks. Never shown in prompts."""
-    if not isinstance(task, CodeTask):
-        return ()
-    return tuple(adversarial_tests(store, task.id, task_digest=task.digest))
-
-
-def set_digest(tests: Sequence[CallTest]) -> str:
-    return digest({"tests": [t.to_json() for t in tests]})
-
-
-def _mineable(task: Task) -> bool:
-    return isinstance(task, CodeTask) and all(
-        isinstance(t, CallTest) for t in (*task.public_tests, *task.hidden_tests)
-    )
-
-
-def _mine_campaign(store: Store, name: str, tasks: Sequence[Task], sandbox: Sandbox) -> int:
-    """Mine (fuzz, seeded) every distinct candidate of the campaign that passes all public and hidden tests of a
-    call-based code task: those are the answers the static tests cannot tell from the reference. Banks what it
-    finds and returns how many counterexamples were new."""
-    new = 0
-    for task in tasks:
-        if not isinstance(task, CodeTask) or not _mineable(task):
-            continue
-        with store.snapshot() as db:
-            rows = db.execute(
-                "SELECT completion, result FROM rollouts WHERE campaign_id = ? AND task_id = ?"
-                " AND status = 'graded' AND infra_error IS NULL",
-                (name, task.id),
-            ).fetchall()
-        candidates: set[str] = set()
-        for completion, result in rows:
-            verdict = cast("dict[str, dict[str, int]]", json.loads(result))
-            if any(verdict[p]["passed"] != verdict[p]["total"] for p in ("public", "hidden")):
-                continue
-            try:
-                source = extract_code(cast("str", json.loads(completion)["text"]), task.entry_point)
-            except ExtractionError:
-                continue
-            if source.strip() != task.reference.strip():
-                candidates.add(source)
-        for source in sorted(candidates):
-            known = {c.input_digest for c in banked_counterexamples(store, task.id)}
-            proposals = fuzz_proposals(task, budget=MINE_BUDGET, seed=MINE_SEED)
-            _, found, _ = mine(task, source, proposals, sandbox, known=known)
-            new += bank_counterexamples(store, found)
-    return new
-
-
-# --------------------------------------------------------------------------------------------- store
-
-
-def _set_status(store: Store, name: str, status: str) -> None:
-    with store.transaction() as db:
-        db.execute("UPDATE campaigns SET status = ? WHERE campaign_id = ?", (status, name))
-
-
-def _open_campaign(
-    store: Store, config: CampaignConfig, ident: dict[str, JSON], registry: Registry
-) -> list[str]:
-    """Insert the campaign, or check that the stored one has the same identity. Returns notes on run settings
-    that changed (allowed). Raises :class:`CampaignChangedError` listing what changed otherwise."""
-    ident_digest = identity_digest(ident)
-    stored = campaign_row(store, config.name)
-    body: dict[str, JSON] = {
-        "identity": ident,
-        "settings": config.settings_json(),
-        "file": {"path": str(config.path), "digest": config.file_digest, "text": config.text},
-        "registry": {
-            "digest": registry.digest,
-            "sources": [s for s in registry.sources if not s.startswith("<")],
-        },
-    }
-    notes: list[str] = []
-    if stored is not None:
-        old_digest, old, old_status = stored
-        if old_status == "done":
-            notes.append("was done")
-        if old_digest != ident_digest:
-            old_ident = cast("dict[str, JSON]", old.get("identity") or {})
-            changes = identity_diff(old_ident, ident)
-            old_file = cast("dict[str, JSON]", old.get("file") or {})
-            raise CampaignChangedError(
-                f"{config.path}: campaign {config.name!r} already exists in the store with a different "
-                f"definition (first run from {old_file.get('path')}); changed: {'; '.join(changes)}. "
-                "Run it under another name with --new-name NAME, or restore the file"
-            )
-        old_settings = cast("dict[str, JSON]", old.get("settings") or {})
-        new_settings = config.settings_json()
-        for key in ("budget_usd", "concurrency", "timeouts"):
-            if old_settings.get(key) != new_settings[key]:
-                notes.append(f"{key} changed: {old_settings.get(key)} -> {new_settings[key]}")
-    with store.transaction() as db:
-        if stored is None:
-            db.execute(
-                "INSERT INTO campaigns (campaign_id, created_at, name, config_digest, config, status)"
-                " VALUES (?, ?, ?, ?, ?, 'running')",
-                (config.name, utc_now(), config.name, ident_digest, canonical_bytes(body).decode()),
-            )
-        else:
-            db.execute(
-                "UPDATE campaigns SET config = ?, status = 'running' WHERE campaign_id = ?",
-                (canonical_bytes(body).decode(), config.name),
-            )
-    return notes
-
-
-def _graded_under(store: Store, name: str) -> dict[str, GradedUnder]:
-    """key -> what each graded rollout of the campaign was graded under (rows graded before schema 3 have none)."""
-    with store.snapshot() as db:
-        rows = db.execute(
-            "SELECT rollout_key, settings_digest, bank_digest, isolation FROM rollouts"
-            " WHERE campaign_id = ? AND settings_digest IS NOT NULL AND bank_digest IS NOT NULL"
-            " AND isolation IS NOT NULL",
-            (name,),
-        ).fetchall()
-    return {str(k): GradedUnder(str(s), str(b), str(i)) for k, s, b, i in rows}
-
-
-def insert_rollout(db: Connection, name: str, p: PlannedRollout, completion: Completion) -> None:
-    """Inside the model layer's settle transaction: the rollout commits with the payment or not at all."""
-    data = completion_to_json(completion)
-    db.execute(
-        "INSERT INTO rollouts (rollout_key, campaign_id, task_id, task_digest, model_id, sample, call_id,"
-        " status, completion, cost, created_at, anomaly) VALUES (?, ?, ?, ?, ?, ?, ?, 'completed', ?, ?, ?, ?)",
-        (p.key, name, p.task.id, p.task.digest, p.model_id, p.sample, completion.call_id,
-         json.dumps(data, ensure_ascii=False, sort_keys=True), data["cost"], utc_now(), completion.anomaly),
-    )  # fmt: skip
-
-
-def _acquire_lease(store: Store, name: str) -> None:
-    """Take the campaign's lease, or refuse naming the live process that holds it."""
-    owner = store.owner_id
-    with store.transaction() as db:
-        row = db.execute(
-            "SELECT o.host, o.boot_id, o.pid, o.start_ticks, o.heartbeat_at, l.acquired_at"
-            " FROM campaign_leases l JOIN owners o ON o.owner_id = l.owner_id WHERE l.campaign_id = ?",
-            (name,),
-        ).fetchone()
-        if row is not None:
-            host, boot, pid, ticks, beat, since = row
-            if is_alive(Process(str(host), str(boot), int(pid), int(ticks)), str(beat)):
-                raise CampaignError(
-                    f"campaign {name!r} is already running: process {pid} on {host} holds its lease since "
-                    f"{since}; wait for it to finish (or stop it) and run again"
-                )
-        db.execute(
-            "INSERT INTO campaign_leases (campaign_id, owner_id, acquired_at) VALUES (?, ?, ?) ON CONFLICT"
-            " (campaign_id) DO UPDATE SET owner_id = excluded.owner_id, acquired_at = excluded.acquired_at",
-            (name, owner, utc_now()),
-        )
-
-
-def _release_lease(store: Store, name: str) -> None:
-    with store.transaction() as db:
-        db.execute(
-            "DELETE FROM campaign_leases WHERE campaign_id = ? AND owner_id = ?", (name, store.owner_id)
-        )
-
-
-def _lost_calls(store: Store, name: str) -> list[LostCall]:
-    """Calls of this campaign that were (or may have been) paid and whose answer is in no rollout."""
-    with store.snapshot() as db:
-        rows = db.execute(
-            "SELECT c.call_id, c.model_id, c.status, c.charged FROM model_calls c"
-            " WHERE c.label = ? AND c.status IN ('unknown', 'ok')"
-            " AND NOT EXISTS (SELECT 1 FROM rollouts r WHERE r.call_id = c.call_id)"
-            " ORDER BY c.started_at, c.call_id",
-            (campaign_label(name),),
-        ).fetchall()
-    return [LostCall(str(a), str(b), str(c), Decimal(d)) for a, b, c, d in rows]
-
-
-@attrs.frozen
-class GradedUnder:
-    """What a verdict was graded under, stored beside it (a rewards export reads the verdict instead of grading
-    again, and refuses it when these no longer match): the verifier settings digest, the digest of the
-    campaign's task bank (its selection) and the sandbox isolation in effect (``Isolation.label``)."""
-
-    settings_digest: str
-    bank_digest: str
-    isolation: str
-
-
-def _store_verdict(
-    store: Store, key: str, result: dict[str, JSON], infra_error: str | None, under: GradedUnder
-) -> None:
-    with store.transaction() as db:
-        db.execute(
-            "UPDATE rollouts SET status = 'graded', result = ?, infra_error = ?, graded_at = ?,"
-            " settings_digest = ?, bank_digest = ?, isolation = ? WHERE rollout_key = ?",
-            (canonical_bytes(result).decode(), infra_error, utc_now(), under.settings_digest,
-             under.bank_digest, under.isolation, key),
-        )  # fmt: skip
-
-
-def _stored_text(store: Store, key: str) -> str:
-    with store.snapshot() as db:
-        (raw,) = db.execute("SELECT completion FROM rollouts WHERE rollout_key = ?", (key,)).fetchone()
-    return cast("str", json.loads(raw)["text"])
-
-
-# --------------------------------------------------------------------------------------------- grading
-
-
-def _rename(tests: Sequence[TestVerdict], prefix: str) -> list[dict[str, JSON]]:
-    return [{**t.to_json(), "name": f"{prefix}/{i}"} for i, t in enumerate(tests)]
-
-
-def _block(tests: list[dict[str, JSON]]) -> dict[str, JSON]:
-    return {"passed": sum(1 for t in tests if t["passed"]), "total": len(tests), "tests": list(tests)}
-
-
-def verdict_json(verdict: Verdict, n_hidden: int, adv_digest: str) -> dict[str, JSON]:
-    hidden = verdict.hidden[:n_hidden]
-    adversarial = verdict.hidden[n_hidden:]
-    return {
-        "task_digest": verdict.task_digest,
-        "settings_digest": verdict.settings_digest,
-        "public": _block(_rename(verdict.public, "public")),
-        "hidden": _block(_rename(hidden, "hidden")),
-        "adversarial": _block(_rename(adversarial, "adversarial")),
-        "adversarial_set": adv_digest,
-        "infra_error": verdict.infra_error,
-    }
-
-
-def _grade_one(
-    task: Task,
-    text: str,
-    adversarial: tuple[CallTest, ...],
-    sandbox: Sandbox,
-    settings: VerifierSettings,
-) -> tuple[dict[str, JSON], str | None]:
-    """Grade one completion on public, hidden and adversarial tests in one sandbox run (adversarial tests ride
-    after the hidden ones and are split off the verdict)."""
-    n_hidden = len(task.hidden_tests) if isinstance(task, CodeTask) else len(task.hidden_assertions)
-    graded_task: Task = task
-    if adversarial and isinstance(task, CodeTask):
-        graded_task = attrs.evolve(task, hidden_tests=(*task.hidden_tests, *adversarial))
-    verdict = grade_many([(graded_task, text)], sandbox, settings, extract=True)[0]
-    return verdict_json(verdict, n_hidden, set_digest(adversarial)), verdict.infra_error
-
-
-# --------------------------------------------------------------------------------------------- running
-
-
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     exc: BaseException = group.exceptions[0]
     while isinstance(exc, BaseExceptionGroup):
         exc = cast("BaseExceptionGroup[BaseException]", exc).exceptions[0]
     return exc
-
-
-def plan_rollouts(name: str, models: Sequence[str], tasks: Sequence[Task], k: int) -> list[PlannedRollout]:
-    """Every rollout of a campaign, in a fixed order (sample, task, model): a halted campaign has spread its
-    spend over all models and tasks rather than finishing one model first."""
-    return [
-        PlannedRollout(rollout_key(name, m, t.id, t.digest, s), m, t, s)
-        for s in range(k)
-        for t in tasks
-        for m in models
-    ]
 
 
 async def run_campaign_async(
@@ -516,13 +203,13 @@ async def run_with_executor(
     for m in config.models:
         registry.get(m)  # RegistryError (a ConfigError) names the unknown model and the known ones
     tasks = select_tasks(config)
-    _acquire_lease(store, config.name)
+    acquire_lease(store, config.name)
     try:
         return await _run_leased(
             config, tasks, store=store, client=client, executor=executor, progress=progress, announce=announce
         )
     finally:
-        _release_lease(store, config.name)
+        release_lease(store, config.name)
 
 
 class CampaignExecutor(Protocol):
@@ -574,7 +261,7 @@ class LocalExecutor:
     ) -> tuple[dict[str, JSON], str | None, str]:
         loop = asyncio.get_running_loop()
         result, infra = await loop.run_in_executor(
-            self._pool, _grade_one, p.task, text, adversarial, self._sandbox, settings
+            self._pool, grade_one, p.task, text, adversarial, self._sandbox, settings
         )
         return result, infra, self.isolation_label
 
@@ -595,7 +282,7 @@ async def _run_leased(
     registry = client.registry
     registry_models = cast("Mapping[str, JSON]", registry.content.get("models", {}))
     ident = identity(config, tasks, {m: registry_models[m] for m in config.models})
-    notes = _open_campaign(store, config, ident, registry)
+    notes = open_campaign(store, config, ident, registry)
     was_done = "was done" in notes
     notes = [n for n in notes if n != "was done"]
     check_rollout_costs(store, config.name)  # never build on (or certify) a damaged record
@@ -606,11 +293,11 @@ async def _run_leased(
     stored = stored_rollouts(store, config.name)
     adversarial = {t.id: adversarial_set(store, t) for t in tasks}
     adv_digests = {t: set_digest(tests) for t, tests in adversarial.items()}
-    lost = _lost_calls(store, config.name)
+    lost = lost_calls(store, config.name)
 
     settings = VerifierSettings(executor.limits)
     under = GradedUnder(settings.digest, cast("str", ident["tasks_digest"]), executor.isolation_label)
-    graded_under = _graded_under(store, config.name)
+    graded_under = graded_under_by_key(store, config.name)
 
     def stale(p: PlannedRollout) -> bool:
         """Stored but not (validly) graded: no verdict, an infrastructure error, an adversarial set that has
@@ -660,7 +347,7 @@ async def _run_leased(
     async def grade(p: PlannedRollout, text: str) -> None:
         nonlocal done
         result, infra, isolation = await executor.grade(p, text, adversarial[p.task.id], settings)
-        _store_verdict(store, p.key, result, infra, attrs.evolve(under, isolation=isolation))
+        store_verdict(store, p.key, result, infra, attrs.evolve(under, isolation=isolation))
         done += 1
         report()
 
@@ -699,7 +386,7 @@ async def _run_leased(
     try:
         async with asyncio.TaskGroup() as grading:
             for p in to_grade:
-                grading.create_task(grade(p, _stored_text(store, p.key)))
+                grading.create_task(grade(p, stored_text(store, p.key)))
             async with asyncio.TaskGroup() as callers:
                 for _ in range(min(config.concurrency, max(1, len(to_call)))):
                     callers.create_task(call_worker(grading))
@@ -707,14 +394,14 @@ async def _run_leased(
         # mine once every rollout is graded; a finished campaign that had nothing to do is not mined again
         if config.mine and halt is None and not remaining and (called or to_grade or not was_done):
             with Sandbox(MINING_LIMITS, workers=min(executor.workers, os.cpu_count() or 1)) as mining_box:
-                mined = await loop.run_in_executor(None, _mine_campaign, store, config.name, tasks, mining_box)
+                mined = await loop.run_in_executor(None, mine_campaign, store, config.name, tasks, mining_box)
             if mined:  # the adversarial sets grew: grade every rollout of those tasks on them (no model call)
                 adversarial = {t.id: adversarial_set(store, t) for t in tasks}
                 regrade = [p for p in plan if set_digest(adversarial[p.task.id]) != adv_digests[p.task.id]]
                 done -= len(regrade)
                 async with asyncio.TaskGroup() as grading:
                     for p in regrade:
-                        grading.create_task(grade(p, _stored_text(store, p.key)))
+                        grading.create_task(grade(p, stored_text(store, p.key)))
     except BaseExceptionGroup as group:  # surface the first real error (e.g. MissingKeyError), not the group
         raise _first_leaf(group) from None
     if executor.shared_scope:  # the workers' charges (failed attempts too) are in the store, not in this process
@@ -737,7 +424,7 @@ async def _run_leased(
     status: Literal["done", "halted", "incomplete"] = (
         "halted" if halt is not None else ("incomplete" if remaining else "done")
     )
-    _set_status(store, config.name, status)
+    set_status(store, config.name, status)
     return RunOutcome(
         name=config.name,
         status=status,

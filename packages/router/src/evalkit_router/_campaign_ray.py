@@ -48,7 +48,7 @@ from evalkit_core.models import (
     Timeouts,
 )
 from evalkit_core.store import STORE_ENV, Connection, Store
-from evalkit_router._campaign import (
+from evalkit_router._rollouts import (
     Answer,
     PlannedRollout,
     insert_rollout,
