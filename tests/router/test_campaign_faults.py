@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 import evalkit_core.models._client as client_module
 import evalkit_router._campaign as campaign_module
+import evalkit_router._campaign_store as lease_module
 from evalkit_cli import app
 from evalkit_core.models import (
     RegistryError,
@@ -86,14 +87,14 @@ def test_a_second_runner_is_refused_with_one_line_naming_the_holder(tmp_path, pr
     home = tmp_path / "home"
     path = _campaign(tmp_path, provider, ["ok"], k=1, ids=SUBSET[:1])
     with Store.open(home) as holder:  # this test process holds the lease, as a running campaign would
-        campaign_module._acquire_lease(holder, "c")
+        lease_module.acquire_lease(holder, "c")
         refused = _evalkit("campaign", "run", str(path), home=home)
         assert refused.returncode == 2, refused.stderr
         assert refused.stderr.count("\n") == 1
         assert f"campaign 'c' is already running: process {os.getpid()} on " in refused.stderr
         with pytest.raises(CampaignError, match="already running"):
             run_campaign(path, home=home)
-        campaign_module._release_lease(holder, "c")
+        lease_module.release_lease(holder, "c")
     assert run_campaign(path, home=home).status == "done"
 
 
@@ -101,8 +102,8 @@ def test_a_lease_left_by_a_dead_process_is_taken_over(tmp_path, provider):
     home = tmp_path / "home"
     path = _campaign(tmp_path, provider, ["ok"], k=1, ids=SUBSET[:1])
     code = (
-        "import sys, os\nfrom evalkit_core.store import Store\nimport evalkit_router._campaign as c\n"
-        "s = Store.open(sys.argv[1])\nc._acquire_lease(s, 'c')\nos._exit(0)\n"
+        "import sys, os\nfrom evalkit_core.store import Store\nimport evalkit_router._campaign_store as c\n"
+        "s = Store.open(sys.argv[1])\nc.acquire_lease(s, 'c')\nos._exit(0)\n"
     )
     subprocess.run([sys.executable, "-c", code, str(home)], check=True, timeout=60)
     with Store.open(home) as store, store.snapshot() as db:

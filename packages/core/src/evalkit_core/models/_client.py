@@ -34,7 +34,6 @@ JSON forms of ``request_to_json`` / ``completion_to_json``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
@@ -44,104 +43,38 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NoReturn, Protocol, Self, cast
+from typing import Any, NoReturn, Protocol, Self
 
 import attrs
 
 from evalkit_core._canonical import canonical_bytes, digest, digest_bytes
 from evalkit_core._errors import CanonicalError
-from evalkit_core.models import _anthropic, _openai
 from evalkit_core.models._budget import (
     BudgetScope,
     UnknownOutcome,
     reconcile,
-    settle,
-    try_reserve,
 )
 from evalkit_core.models._cost import cost_of, plain, worst_case_cost
-from evalkit_core.models._errors import BudgetExceeded, MissingKeyError, ModelError
-from evalkit_core.models._http import HttpError, HttpPool, HttpResponse, Progress, proxies_from_env
-from evalkit_core.models._providers import Reply, ShapeError
-from evalkit_core.models._ratelimit import RateLimit, settle_slot, take_slot
+from evalkit_core.models._errors import MissingKeyError, ModelError
+from evalkit_core.models._exchange import Failure, cut, endpoint, redact, scrub, send_http, wire_bytes
+from evalkit_core.models._http import HttpPool, Progress, proxies_from_env
+from evalkit_core.models._ledger import Call, RecordFn, reserve, settle_attempt
+from evalkit_core.models._providers import Reply
+from evalkit_core.models._ratelimit import RateLimit, take_slot
 from evalkit_core.models._registry import ModelEntry, Registry, Timeouts, load_registry
-from evalkit_core.models._retry import RetryPolicy, backoff_delay, is_retryable_status, retry_after_seconds
+from evalkit_core.models._retry import RetryPolicy, backoff_delay
 from evalkit_core.models._sim import simulate
-from evalkit_core.models._types import Completion, Request, ToolCall, Usage, request_to_json
-from evalkit_core.store import Connection, Store, utc_now
+from evalkit_core.models._types import Completion, Request, Usage, request_to_json
+from evalkit_core.store import Store, utc_now
 
 __all__ = ["ModelBackend", "ModelClient", "RecordFn", "complete", "redact"]
 
 log = logging.getLogger("evalkit_core.models")
-_REDACTED = "[redacted]"
-_ERROR_CHARS = 300
-_SCAN_CHARS = 65536  # redaction looks this far into a provider's error body before it is cut to _ERROR_CHARS
-_MIN_PREFIX = 8  # any prefix of a key this long or longer is redacted
-
-RecordFn = Callable[[Connection, Completion], None]
-"""Called inside the transaction that settles a successful call, with that transaction's connection: what it
-writes commits together with the settle or not at all (a campaign stores its rollout this way)."""
-
-
+_wire_bytes = wire_bytes  # the name tests/core/models and tools/bench/model_layer.py import from here
 class ModelBackend(Protocol):
     """What a solver, an agent adapter or the PIT gateway calls. ``ModelClient`` is the implementation."""
 
     async def complete(self, model_id: str, request: Request) -> Completion: ...
-
-
-class _Failure(Exception):  # noqa: N818 - internal, never escapes the client
-    def __init__(
-        self,
-        reason: str,
-        retryable: bool,
-        billing_unknown: bool,  # the provider may have billed this attempt: settle at the full reservation
-        status_code: int | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retryable = retryable
-        self.billing_unknown = billing_unknown
-        self.status_code = status_code
-        self.retry_after = retry_after
-
-
-def redact(text: str, key: str | None) -> str:
-    """``text`` with ``key``, and every run of 8 or more characters that begins the key, replaced by
-    ``[redacted]``. Apply it before cutting a text to length, never after."""
-    if not key or not text:
-        return text
-    if len(key) < _MIN_PREFIX:
-        return text.replace(key, _REDACTED)
-    head = key[:_MIN_PREFIX]
-    out: list[str] = []
-    i = 0
-    while (j := text.find(head, i)) >= 0:
-        k = _MIN_PREFIX
-        while j + k < len(text) and k < len(key) and text[j + k] == key[k]:
-            k += 1
-        out.append(text[i:j])
-        out.append(_REDACTED)
-        i = j + k
-    out.append(text[i:])
-    return "".join(out)
-
-
-def _cut(text: str, key: str | None, limit: int = _ERROR_CHARS) -> str:
-    return redact(text[:_SCAN_CHARS], key)[:limit]
-
-
-def _provider_message(resp: HttpResponse, key: str | None) -> str:
-    body = resp.content[: _SCAN_CHARS * 4].decode("utf-8", "replace")
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return _cut(body, key)
-    err = cast("dict[str, Any]", data).get("error") if isinstance(data, dict) else None
-    if isinstance(err, dict):  # both providers: {"error": {"type": ..., "message": ...}}
-        message = cast("dict[str, Any]", err).get("message")
-        if isinstance(message, str):
-            return _cut(message, key)
-    return _cut(body, key)
 
 
 def _digits(n: int) -> str:
@@ -279,74 +212,11 @@ class ModelClient:
     def worst_case(self, model_id: str, request: Request) -> Decimal:
         """What one attempt of ``request`` to ``model_id`` reserves: the most it can cost."""
         entry = self.registry.get(model_id)
-        return worst_case_cost(entry, len(_wire_bytes(entry, request)), request.max_tokens)
+        return worst_case_cost(entry, len(wire_bytes(entry, request)), request.max_tokens)
 
     def timeouts_for(self, model_id: str) -> Timeouts:
         """The deadlines a call to ``model_id`` runs under (this client's over the registry entry's)."""
         return self.timeouts.over(self.registry.get(model_id).timeouts)
-
-    async def _send_http(
-        self, entry: ModelEntry, content: bytes, key: str | None, connect_timeout: float, progress: Progress
-    ) -> tuple[Reply, bytes]:
-        if entry.provider == "anthropic":
-            url, headers = _anthropic.endpoint(entry), _anthropic.headers(key)
-        else:
-            url, headers = _openai.endpoint(entry), _openai.headers(key)
-        try:
-            resp = await self._http.post(
-                url, content, headers, connect_timeout=connect_timeout, progress=progress
-            )
-        except HttpError as exc:
-            if not exc.sent:
-                raise _Failure(
-                    f"cannot connect to {url} ({exc})", retryable=True, billing_unknown=False
-                ) from None
-            raise _Failure(
-                f"connection to {url} failed after the request was sent ({exc})",
-                retryable=True,
-                billing_unknown=True,
-            ) from None
-        code = resp.status
-        if 300 <= code < 400:
-            where = _cut(resp.headers.get("location", "nowhere"), key, 200)
-            raise _Failure(
-                f"HTTP {code} from {url} redirects to {where}; redirects are never followed (the key would "
-                "travel with it): set base_url to the right address",
-                retryable=False,
-                billing_unknown=False,
-                status_code=code,
-            )
-        if not 200 <= code < 300:
-            raise _Failure(
-                f"HTTP {code} from {url}: {_provider_message(resp, key)}",
-                retryable=is_retryable_status(code),
-                billing_unknown=False,
-                status_code=code,
-                retry_after=retry_after_seconds(resp.headers),
-            )
-        try:
-            data = json.loads(resp.content)
-        except (ValueError, RecursionError):
-            raise _Failure(
-                f"malformed JSON in the HTTP {code} reply from {url}",
-                retryable=True,
-                billing_unknown=True,
-                status_code=code,
-            ) from None
-        try:
-            reply = (
-                _anthropic.parse_reply(data)
-                if entry.provider == "anthropic"
-                else _openai.parse_reply(data, entry)
-            )
-        except (ShapeError, TypeError, ValueError, AttributeError, RecursionError) as exc:
-            raise _Failure(
-                f"reply from {url} does not match the {entry.provider} format: {redact(str(exc), key)}",
-                retryable=False,
-                billing_unknown=True,
-                status_code=code,
-            ) from None
-        return reply, resp.content
 
     async def _attempt(
         self,
@@ -363,7 +233,7 @@ class ModelClient:
                 await asyncio.sleep(entry.sim.latency_ms / 1000)
             reply = simulate(entry, request)
             return reply, digest(reply.raw)
-        reply, raw = await self._send_http(entry, content, key, connect_timeout, progress)
+        reply, raw = await send_http(self._http, entry, content, key, connect_timeout, progress)
         try:
             return reply, digest(reply.raw)
         except (CanonicalError, RecursionError):  # e.g. an integer beyond 2**53: hash the bytes received
@@ -393,8 +263,8 @@ class ModelClient:
             raise ModelError(model_id, "the model client is closed; no request was made", attempts=0)
         entry = self.registry.get(model_id)
         key = self._key(entry)
-        content = _wire_bytes(entry, request)
-        call = _Call(
+        content = wire_bytes(entry, request)
+        call = Call(
             call_id=uuid.uuid4().hex,
             entry=entry,
             request_digest=digest({"model_id": model_id, "request": request_to_json(request)}),
@@ -415,7 +285,7 @@ class ModelClient:
 
     async def _complete(
         self,
-        call: _Call,
+        call: Call,
         request: Request,
         content: bytes,
         key: str | None,
@@ -446,12 +316,12 @@ class ModelClient:
             budget = min(deadlines.attempt, deadline - loop.time())
             if budget <= 0:
                 self._give_up(call, f"the call deadline of {deadlines.call:g}s passed")
-            reservation = self._reserve(call, scope)
+            reservation = reserve(self.store, self.registry.digest, call, scope)
             call.open = reservation
             started, t0 = utc_now(), time.perf_counter()
             progress = Progress()
             try:
-                failure: _Failure | None = None
+                failure: Failure | None = None
                 answer: tuple[Reply, str] | None = None
                 try:
                     async with asyncio.timeout(budget):
@@ -464,13 +334,13 @@ class ModelClient:
                         if budget == deadlines.attempt
                         else ("call", deadlines.call)
                     )
-                    failure = _Failure(
-                        f"no complete reply from {_endpoint(entry)} within the {which} deadline of {limit:g}s"
+                    failure = Failure(
+                        f"no complete reply from {endpoint(entry)} within the {which} deadline of {limit:g}s"
                         + ("" if progress.sent else " (the request was never sent)"),
                         retryable=True,
                         billing_unknown=progress.sent,
                     )
-                except _Failure as f:
+                except Failure as f:
                     failure = f
                 if failure is None:
                     assert answer is not None
@@ -495,8 +365,8 @@ class ModelClient:
                     reason += (
                         "; gave up" if in_time else f"; gave up (the call deadline of {deadlines.call:g}s)"
                     )
-                self._settle(
-                    call, reservation, scope, started, t0, charge,
+                settle_attempt(
+                    self.store, call, reservation, scope, started, t0, charge,
                     outcome="retry" if again else "error", error=reason, status_code=failure.status_code,
                 )  # fmt: skip
                 if not again:
@@ -516,8 +386,8 @@ class ModelClient:
                         else f"internal error ({type(exc).__name__})"
                     )
                     sent = progress.sent
-                    self._settle(
-                        call, reservation, scope, started, t0, call.worst if sent else Decimal(0), outcome="error",
+                    settle_attempt(
+                        self.store, call, reservation, scope, started, t0, call.worst if sent else Decimal(0), outcome="error",
                         error=f"{kind}: " + ("the request may have been sent; charged at its worst case"
                                              if sent else "the request was never sent"),
                     )  # fmt: skip
@@ -527,7 +397,7 @@ class ModelClient:
             )
             await self._sleep(delay)
 
-    def _give_up(self, call: _Call, reason: str) -> NoReturn:
+    def _give_up(self, call: Call, reason: str) -> NoReturn:
         """Finish a call that cannot make another attempt (no reservation is held) and raise."""
         if call.attempt > 1:
             with self.store.transaction() as db:
@@ -539,7 +409,7 @@ class ModelClient:
             call.entry.id, reason, attempts=call.attempt - 1, call_id=call.call_id, charged=call.charged
         )
 
-    def _usage_verdict(self, call: _Call, reply: Reply) -> tuple[Decimal, Usage, str | None]:
+    def _usage_verdict(self, call: Call, reply: Reply) -> tuple[Decimal, Usage, str | None]:
         """(charge, usage to record, anomaly): the reported usage when it is usable and within what the
         request could cost; else the bound (the attempt's worst case), zero usage and the reason."""
         u = reply.usage
@@ -567,7 +437,7 @@ class ModelClient:
 
     def _finish(
         self,
-        call: _Call,
+        call: Call,
         reservation: str,
         scope: BudgetScope | None,
         started: str,
@@ -577,10 +447,10 @@ class ModelClient:
         key: str | None,
         record: RecordFn | None,
     ) -> Completion:
-        reply, echoed = _scrub(reply, key)
+        reply, echoed = scrub(reply, key)
         cost, usage, anomaly = self._usage_verdict(call, reply)
         if anomaly is not None:  # a usage field may have held the key
-            anomaly = _cut(anomaly, key, 1000)
+            anomaly = cut(anomaly, key, 1000)
         if echoed:
             note = "the reply echoed the API key (redacted from it)"
             anomaly = note if anomaly is None else f"{anomaly}; {note}"
@@ -604,7 +474,8 @@ class ModelClient:
         if anomaly is not None:
             log.warning("model %s call %s: %s", call.entry.id, call.call_id, anomaly)
         try:
-            charged = self._settle(
+            charged = settle_attempt(
+                self.store,
                 call,
                 reservation,
                 scope,
@@ -620,224 +491,11 @@ class ModelClient:
                 raise
             # the caller's rows could not be written with it: settle alone, so the money is recorded, then
             # let the caller's error through
-            self._settle(call, reservation, scope, started, t0, cost, outcome="ok", completion=completion)
+            settle_attempt(self.store, call, reservation, scope, started, t0, cost, outcome="ok", completion=completion)
             raise
         if charged != cost:  # already charged at its worst case by a reconcile that took us for dead
             completion = attrs.evolve(completion, charged=call.charged)
         return completion
-
-    def _reserve(self, call: _Call, scope: BudgetScope | None) -> str:
-        """One transaction: (first attempt) the pending call row, and the attempt's budget reservation (global
-        and, with ``scope``, the scope's). Raises ``BudgetExceeded`` after recording the refusal."""
-        now = utc_now()
-        e = call.entry
-        owner = self.store.owner_id
-        refusal: BudgetExceeded | None = None
-        reservation = ""
-        scoped = False
-        try:
-            with self.store.transaction() as db:
-                if call.attempt == 1:
-                    db.execute(
-                        "INSERT INTO model_calls (call_id, started_at, model_id, provider, api_model, simulated,"
-                        " status, attempts, request_digest, registry_digest, charged, label, worst_case,"
-                        " owner_id) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, '0', ?, ?, ?)",
-                        (call.call_id, now, e.id, e.provider, e.api_model, int(e.simulated),
-                         call.request_digest, self.registry.digest, call.label, str(call.worst), owner),
-                    )  # fmt: skip
-                if scope is not None:
-                    refusal = scope.try_reserve(e.id, call.worst, db)
-                    scoped = refusal is None
-                if refusal is None:
-                    got = try_reserve(
-                        db,
-                        call_id=call.call_id,
-                        model_id=e.id,
-                        amount=call.worst,
-                        now=now,
-                        owner_id=owner,
-                        attempt=call.attempt,
-                    )
-                    if isinstance(got, BudgetExceeded):
-                        refusal = got
-                    else:
-                        reservation = got
-                if refusal is not None:
-                    if scoped and scope is not None:
-                        scope.settle(call.worst, Decimal(0))
-                        scoped = False
-                    db.execute(
-                        "UPDATE model_calls SET status = 'refused', error = ?, finished_at = ?, attempts = ?,"
-                        " charged = ? WHERE call_id = ?",
-                        (str(refusal), now, call.attempt - 1, str(plain(call.charged)), call.call_id),
-                    )
-        except BaseException:
-            if scoped and scope is not None:
-                scope.settle(call.worst, Decimal(0))
-            raise
-        if refusal is not None:
-            raise refusal
-        return reservation
-
-    def _settle(
-        self,
-        call: _Call,
-        reservation: str,
-        scope: BudgetScope | None,
-        started: str,
-        t0: float,
-        charge: Decimal,
-        *,
-        outcome: str,
-        error: str | None = None,
-        status_code: int | None = None,
-        completion: Completion | None = None,
-        record: RecordFn | None = None,
-    ) -> Decimal:
-        """One transaction: settle the attempt's reservation, record the attempt, finish the call unless it
-        will be retried, and (on success) run ``record``. Returns what the attempt was charged."""
-        elapsed_ms = (time.perf_counter() - t0) * 1000
-        now = utc_now()
-        if completion is not None and status_code is None and not call.entry.simulated:
-            status_code = 200
-        with self.store.transaction() as db:
-            note = None if outcome == "ok" else outcome
-            if completion is not None and completion.anomaly is not None:
-                note = f"anomaly: {completion.anomaly}"
-            got = settle(db, reservation, charge, note=note, now=now)
-            charged = call.worst if got is None else got  # None: a reconcile charged it in full already
-            total = plain(call.charged + charged)
-            db.execute(
-                "INSERT INTO call_attempts (call_id, attempt, started_at, elapsed_ms, status_code, outcome, error,"
-                " charged) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (call_id, attempt) DO UPDATE SET"
-                " started_at = excluded.started_at, elapsed_ms = excluded.elapsed_ms, status_code ="
-                " excluded.status_code, outcome = excluded.outcome, error = excluded.error, charged = excluded.charged",
-                (call.call_id, call.attempt, started, elapsed_ms, status_code, outcome, error, str(plain(charged))),
-            )  # fmt: skip
-            if outcome == "retry":
-                db.execute(
-                    "UPDATE model_calls SET status = 'pending', attempts = ?, charged = ? WHERE call_id = ?",
-                    (call.attempt, str(total), call.call_id),
-                )
-            elif completion is None:
-                db.execute(
-                    "UPDATE model_calls SET status = 'error', error = ?, attempts = ?, charged = ?, finished_at = ?"
-                    " WHERE call_id = ?",
-                    (error, call.attempt, str(total), now, call.call_id),
-                )
-            else:
-                u = completion.usage
-                bounded = completion.anomaly is not None and completion.cost == call.worst
-                db.execute(
-                    "UPDATE model_calls SET status = 'ok', reported_model = ?, attempts = ?, response_digest = ?,"
-                    " input_tokens = ?, output_tokens = ?, cache_read_tokens = ?, cache_write_tokens = ?, cost = ?,"
-                    " charged = ?, stop_reason = ?, finished_at = ?, anomaly = ?, error = NULL WHERE call_id = ?",
-                    (completion.reported_model[:500], call.attempt, completion.response_digest,
-                     None if bounded else u.input_tokens, None if bounded else u.output_tokens,
-                     None if bounded else u.cache_read_tokens, None if bounded else u.cache_write_tokens,
-                     str(plain(charge)), str(total), None if completion.stop_reason is None else completion.stop_reason[:200],
-                     now, completion.anomaly, call.call_id),
-                )  # fmt: skip
-                if call.slot is not None and completion.anomaly is None:  # the slot holds what was used
-                    settle_slot(db, call.slot, u.total_input_tokens + u.output_tokens)
-                if record is not None:
-                    record(db, completion)
-        call.charged = total
-        call.open = None
-        if scope is not None:
-            scope.settle(call.worst, charged)
-        return charged
-
-
-@attrs.define
-class _Call:
-    """The mutable state of one call across its attempts (internal)."""
-
-    call_id: str
-    entry: ModelEntry
-    request_digest: str
-    worst: Decimal
-    input_bound: int
-    output_bound: int
-    label: str | None = None
-    attempt: int = 0
-    charged: Decimal = Decimal(0)
-    open: str | None = None  # the reservation of the attempt in flight, until it is settled
-    slot: str | None = None  # the attempt's shared rate-limit slot (see _ratelimit.take_slot)
-
-    def held(self) -> str | None:
-        """The open reservation (a method, so a check after a settle is not narrowed away by the checker)."""
-        return self.open
-
-
-def _endpoint(entry: ModelEntry) -> str:
-    if entry.sim is not None:
-        return entry.id
-    return _anthropic.endpoint(entry) if entry.provider == "anthropic" else _openai.endpoint(entry)
-
-
-def _redact_json(value: Any, key: str) -> Any:
-    if isinstance(value, str):
-        return redact(value, key)
-    if isinstance(value, Mapping):
-        return {
-            redact(str(k), key): _redact_json(v, key) for k, v in cast("Mapping[str, Any]", value).items()
-        }
-    if isinstance(value, list | tuple):
-        return [_redact_json(v, key) for v in cast("Sequence[Any]", value)]
-    return value
-
-
-def _scrub_call(tc: ToolCall, key: str) -> ToolCall:
-    raw = redact(tc.raw_arguments, key)
-    if tc.arguments is not None:
-        clean = _redact_json(tc.arguments, key)
-        if clean != tc.arguments:  # the key may sit behind JSON escapes in the raw text: rebuild it
-            raw = json.dumps(clean, ensure_ascii=False, sort_keys=True)
-    name, tid = redact(tc.name, key), redact(tc.id, key)
-    if (raw, name, tid) == (tc.raw_arguments, tc.name, tc.id):
-        return tc
-    return ToolCall.parse(tid, name, raw)
-
-
-def _scrub(reply: Reply, key: str | None) -> tuple[Reply, bool]:
-    """The reply with the key (and its long prefixes) redacted from every text it carries, and whether it
-    held any."""
-    if not key:
-        return reply, False
-    text = redact(reply.text, key)
-    model = redact(reply.reported_model, key)
-    stop = None if reply.stop_reason is None else redact(reply.stop_reason, key)
-    calls = [_scrub_call(tc, key) for tc in reply.tool_calls]
-    changed = (
-        text != reply.text
-        or model != reply.reported_model
-        or stop != reply.stop_reason
-        or any(a is not b for a, b in zip(calls, reply.tool_calls, strict=True))
-    )
-    if not changed:
-        return reply, False
-    return attrs.evolve(
-        reply, text=text, reported_model=model, stop_reason=stop, tool_calls=tuple(calls)
-    ), True
-
-
-def _wire_bytes(entry: ModelEntry, request: Request) -> bytes:
-    """The request body as sent (its length bounds the input tokens for the budget reservation)."""
-    if entry.sim is not None:
-        sc = request.sim_context
-        if sc is None or (sc.reference is None and sc.reference_json is None):
-            simulate(
-                entry, request
-            )  # raises the ModelError that explains the seam, before anything is recorded
-        return canonical_bytes(request_to_json(request, include_sim_context=False))
-    body = (
-        _anthropic.build_body(entry, request)
-        if entry.provider == "anthropic"
-        else _openai.build_body(entry, request)
-    )
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
 
 async def complete(
     model_id: str,
