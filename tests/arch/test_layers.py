@@ -1,8 +1,19 @@
-"""The layer contract is a real check: it passes on the tree, and an upward import makes it fail."""
+"""The import contracts are real checks: each passes on the tree, and a planted import breaks exactly the contract
+it violates (the others stay kept).
+
+The contracts (root pyproject.toml, ``[tool.importlinter]``): the layers between packages; the rooms inside
+evalkit (gates over pit and grading, which never import each other, over the wall, which imports none of them);
+and the wall's private inside (no module above it imports ``evalkit.wall._anything``).
+
+import-linter lives in the ``lint`` dependency group: without it (a bare ``uv sync``) these tests skip and say
+how to get it.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +23,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+if not LINT_IMPORTS.exists() or importlib.util.find_spec("importlinter") is None:
+    pytest.skip(
+        "import-linter is not installed in this environment (it is in the lint group): run `uv sync --group lint`",
+        allow_module_level=True,
+    )
+
+LAYERS = "Layers: cli > router | training | pit_harness > evalkit > core"
+ROOMS = "Rooms: gates > pit | grading > wall"
+PRIVATE = "The wall's inside is private"
+CONTRACTS = (LAYERS, ROOMS, PRIVATE)
 
 
 def _lint(cwd: Path, pythonpath: list[Path]) -> subprocess.CompletedProcess[str]:
@@ -34,11 +56,18 @@ def tree_copy(tmp_path: Path) -> tuple[Path, list[Path]]:
     return tmp_path, srcs
 
 
+def _verdicts(stdout: str) -> dict[str, str]:
+    """Contract name -> KEPT or BROKEN, from lint-imports' summary lines."""
+    found = dict(re.findall(r"^(.+?) (KEPT|BROKEN)$", stdout, re.MULTILINE))
+    assert set(found) == set(CONTRACTS), (sorted(found), stdout)
+    return found
+
+
 def test_contract_kept_on_the_tree(tree_copy: tuple[Path, list[Path]]) -> None:
     root, srcs = tree_copy
     proc = _lint(root, srcs)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "KEPT" in proc.stdout
+    assert _verdicts(proc.stdout) == dict.fromkeys(CONTRACTS, "KEPT")
 
 
 @pytest.mark.parametrize(
@@ -56,3 +85,57 @@ def test_upward_or_sideways_import_breaks_the_contract(tree_copy: tuple[Path, li
     proc = _lint(root, srcs)
     assert proc.returncode != 0, proc.stdout
     assert "BROKEN" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("where", "imports", "broken"),
+    [
+        # the wall imports nothing above it
+        ("evalkit/src/evalkit/wall/_planted.py", "import evalkit.grading", ROOMS),
+        ("evalkit/src/evalkit/wall/_planted.py", "from evalkit.grading._tasks import Task", ROOMS),
+        ("evalkit/src/evalkit/wall/_planted.py", "import evalkit.pit", ROOMS),
+        ("evalkit/src/evalkit/wall/_codec.py", "def _late() -> None:\n    from evalkit.pit import run", ROOMS),
+        ("evalkit/src/evalkit/wall/_planted.py", "import evalkit.gates", ROOMS),
+        # pit and grading never import each other
+        ("evalkit/src/evalkit/pit/_planted.py", "import evalkit.grading", ROOMS),
+        ("evalkit/src/evalkit/pit/_planted.py", "from evalkit.grading._verifiers import grade", ROOMS),
+        ("evalkit/src/evalkit/grading/_planted.py", "import evalkit.pit", ROOMS),
+        ("evalkit/src/evalkit/grading/_planted.py", "from evalkit.pit._jail import x", ROOMS),
+        # gates sit on top: neither product imports them
+        ("evalkit/src/evalkit/grading/_planted.py", "import evalkit.gates", ROOMS),
+        ("evalkit/src/evalkit/pit/_planted.py", "from evalkit.gates import x", ROOMS),
+        # above the wall, only its public names
+        ("cli/src/evalkit_cli/_planted.py", "import evalkit.wall._sandbox", PRIVATE),
+        ("evalkit/src/evalkit/grading/_planted.py", "from evalkit.wall._zygote import x", PRIVATE),
+        ("evalkit/src/evalkit/pit/_planted.py", "from evalkit.wall._codec import x", PRIVATE),
+        ("evalkit/src/evalkit/gates/_planted.py", "import evalkit.wall._sandbox_child", PRIVATE),
+        ("evalkit/src/pit_harness/_planted.py", "from evalkit.wall import _zygote_child", PRIVATE),
+        ("router/src/evalkit_router/_planted.py", "from evalkit.wall._sandbox import Sandbox", PRIVATE),
+        ("training/src/evalkit_training/_planted.py", "import evalkit.wall._zygote", PRIVATE),
+        # and the package layers
+        ("core/src/evalkit_core/_planted.py", "import evalkit.wall", LAYERS),
+        ("evalkit/src/evalkit/wall/_planted.py", "import evalkit_cli", LAYERS),
+    ],
+)
+def test_a_planted_import_breaks_exactly_its_contract(
+    tree_copy: tuple[Path, list[Path]], where: str, imports: str, broken: str
+) -> None:
+    root, srcs = tree_copy
+    path = root / "packages" / where
+    before = path.read_text() if path.exists() else ""
+    path.write_text(before + "\n" + imports + "\n")
+    proc = _lint(root, srcs)
+    assert proc.returncode != 0, proc.stdout
+    verdicts = _verdicts(proc.stdout)
+    assert verdicts == {name: "BROKEN" if name == broken else "KEPT" for name in CONTRACTS}, verdicts
+
+
+def test_the_walls_public_names_are_allowed_above_it(tree_copy: tuple[Path, list[Path]]) -> None:
+    """Honest code keeps working: grading, pit, gates and the CLI may import evalkit.wall's public names."""
+    root, srcs = tree_copy
+    for where in ("evalkit/src/evalkit/grading", "evalkit/src/evalkit/pit", "evalkit/src/evalkit/gates",
+                  "cli/src/evalkit_cli"):
+        (root / "packages" / where / "_planted.py").write_text("from evalkit.wall import Sandbox, SandboxLimits\n")
+    proc = _lint(root, srcs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _verdicts(proc.stdout) == dict.fromkeys(CONTRACTS, "KEPT")

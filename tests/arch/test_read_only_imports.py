@@ -19,9 +19,13 @@ HEAVY = (
     "evalkit.grading._verifiers",
     "evalkit.wall._sandbox",
     "evalkit.grading._adversary",
+    "evalkit.grading._proposals",
     "evalkit_router._campaign",
+    "evalkit_router._rollouts",
     "evalkit_router._report",
     "evalkit_core.models._client",
+    "evalkit_core.models._exchange",
+    "evalkit_core.models._ledger",
 )
 
 PROBE = """
