@@ -254,17 +254,7 @@ def main() -> int:
     parser.add_argument(
         "--only-stubbed", action="store_true", help="only the throughput run with grading stubbed"
     )
-    parser.add_argument("--http", choices=["own", "aiohttp"], default="own", help="the model layer's HTTP client")
     args = parser.parse_args()
-    if args.http == "aiohttp":
-        import evalkit_core.models._client as client_module
-        from evalkit_core.models import _http_aiohttp
-
-        client_module.HttpPool = _http_aiohttp.HttpPool  # type: ignore[misc]
-        import evalkit_core.models._exchange as exchange_module
-
-        exchange_module.HttpError = _http_aiohttp.HttpError  # type: ignore[misc]
-    print(f"http client: {args.http}")
     if not args.only_stubbed:
         overhead(args.k)
         throughput(args.rollouts, args.latency, args.concurrency)

@@ -1,5 +1,5 @@
-"""The model layer's HTTP/1.1 client (``evalkit_core.models._http``): keep-alive, framing, limits, TLS and a
-CONNECT proxy, against servers on 127.0.0.1 that these tests start and stop."""
+"""The model layer's HTTP client (``evalkit_core.models._http``, on aiohttp): keep-alive, framing, limits, TLS
+and a CONNECT proxy, against servers on 127.0.0.1 that these tests start and stop."""
 
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def test_keep_alive_reuses_one_connection_and_progress_says_when_bytes_left():
     ("reply", "needle"),
     [
         (b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999\r\n\r\n", "over the"),
-        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
-        (b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nhello", "bad content-length"),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nhello", "content-length"),
         (b"SMTP ready\r\n\r\n", "bad status line"),
         (
             b"HTTP/1.1 200 OK\r\ncontent-encoding: br\r\ncontent-length: 2\r\n\r\nxx",
@@ -113,7 +113,8 @@ def test_malformed_or_oversized_replies_are_errors_after_sending(reply, needle):
         return info.value
 
     err = asyncio.run(go())
-    assert needle in str(err)
+    assert needle in str(err).lower()
+    assert str(err).startswith(("malformed reply", "connection closed mid-reply")), str(err)
     assert err.sent  # the request had left: the caller must treat it as possibly billed
 
 
@@ -145,10 +146,13 @@ def test_a_gzip_bomb_is_refused():
 def test_header_injection_is_refused_before_anything_is_sent():
     async def go() -> HttpError:
         pool = HttpPool()
-        with pytest.raises(HttpError) as info:
-            await pool.post(
-                "http://127.0.0.1:9/", b"{}", {"authorization": "Bearer a\r\nx-evil: 1"}, connect_timeout=1
-            )
+        try:
+            with pytest.raises(HttpError) as info:
+                await pool.post(
+                    "http://127.0.0.1:9/", b"{}", {"authorization": "Bearer a\r\nx-evil: 1"}, connect_timeout=1
+                )
+        finally:
+            await pool.aclose()
         return info.value
 
     err = asyncio.run(go())
@@ -166,8 +170,11 @@ def test_connection_refused_is_not_sent():
 
     async def go() -> HttpError:
         pool = HttpPool()
-        with pytest.raises(HttpError) as info:
-            await pool.post(f"http://127.0.0.1:{port}/", b"{}", {}, connect_timeout=1)
+        try:
+            with pytest.raises(HttpError) as info:
+                await pool.post(f"http://127.0.0.1:{port}/", b"{}", {}, connect_timeout=1)
+        finally:
+            await pool.aclose()
         return info.value
 
     err = asyncio.run(go())
@@ -256,3 +263,161 @@ def test_tls_direct_and_through_a_connect_proxy(tls_files):
 
     assert asyncio.run(go()) == (b'{"tls":true}', b'{"tls":true}')
     assert tunnels == [b"CONNECT 127.0.0.1:%d HTTP/1.1" % int(tunnels[0].split(b":")[1].split(b" ")[0])]
+
+
+# --- neighbours of the pinned attacks: every framing is capped, redirects stay replies, proxy credentials stay
+# with the proxy, and a hostile head is an error after sending -------------------------------------------------
+
+
+def _post_once(reply: bytes, *, max_body: int = 1024, close: bool = False) -> HttpError:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(reply)
+        await writer.drain()
+        if close:
+            writer.close()
+
+    async def go() -> HttpError:
+        server, port = await _serve(handler)
+        pool = HttpPool(max_body=max_body)
+        try:
+            with pytest.raises(HttpError) as info:
+                await pool.post(f"http://127.0.0.1:{port}/", b"{}", {}, connect_timeout=2)
+        finally:
+            await pool.aclose()
+            server.close()
+            await asyncio.sleep(0.05)
+        return info.value
+
+    return asyncio.run(go())
+
+
+def test_a_chunked_body_past_the_cap_is_refused():
+    chunk = b"%x\r\n%s\r\n" % (600, b"a" * 600)
+    err = _post_once(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + chunk * 4 + b"0\r\n\r\n")
+    assert "over the 1024-byte limit" in str(err)
+    assert err.sent
+
+
+def test_a_read_to_close_body_past_the_cap_is_refused():
+    err = _post_once(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n" + b"b" * 5000, close=True)
+    assert "over the 1024-byte limit" in str(err)
+    assert err.sent
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_every_compressed_form_is_capped_after_decompression(encoding):
+    import zlib
+
+    plain = b"\0" * 2_000_000
+    if encoding == "gzip":
+        import gzip
+
+        body, header = gzip.compress(plain), b"gzip"
+    elif encoding == "deflate":
+        body, header = zlib.compress(plain), b"deflate"
+    else:
+        c = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        body, header = c.compress(plain) + c.flush(), b"deflate"
+    err = _post_once(_ok(body, b"content-encoding: " + header + b"\r\n"), max_body=100_000)
+    assert "decompresses to more than 100000 bytes" in str(err)
+
+
+def test_a_header_line_too_long_is_an_error_after_sending():
+    err = _post_once(b"HTTP/1.1 200 OK\r\nx-junk: " + b"j" * 100_000 + b"\r\ncontent-length: 2\r\n\r\n{}")
+    assert str(err).startswith("malformed reply"), str(err)
+    assert err.sent
+
+
+@pytest.mark.parametrize("code", [301, 302, 307, 308])
+def test_a_redirect_is_returned_never_followed(code):
+    followed: list[bytes] = []
+
+    async def target(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        followed.append(await _read_request(reader))
+        writer.write(_ok())
+        await writer.drain()
+
+    async def go() -> tuple[int, str]:
+        elsewhere, other = await _serve(target)
+
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await _read_request(reader)
+            writer.write(b"HTTP/1.1 %d Moved\r\nlocation: http://127.0.0.1:%d/x\r\ncontent-length: 0\r\n\r\n" % (code, other))
+            await writer.drain()
+
+        server, port = await _serve(handler)
+        pool = HttpPool()
+        try:
+            r = await pool.post(f"http://127.0.0.1:{port}/", b"{}", {"authorization": "Bearer k"}, connect_timeout=2)
+        finally:
+            await pool.aclose()
+            server.close()
+            elsewhere.close()
+            await asyncio.sleep(0.05)
+        return r.status, r.headers["location"]
+
+    status, location = asyncio.run(go())
+    assert status == code
+    assert location.endswith("/x")
+    assert followed == []
+
+
+def test_a_connect_tunnel_carries_the_proxy_credentials_and_not_the_api_key():
+    """The CONNECT head goes to the proxy in clear: it holds the proxy's credentials, never the request's headers
+    (the provider key travels inside the tunnel only). A proxy that refuses the tunnel: nothing was sent."""
+    heads: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: 0\r\n\r\n")
+        await writer.drain()
+
+    async def go() -> HttpError:
+        proxy_server, proxy_port = await _serve(proxy)
+        pool = HttpPool(proxies={"https": f"http://user:p%40ss@127.0.0.1:{proxy_port}"})
+        try:
+            with pytest.raises(HttpError) as info:
+                await pool.post("https://127.0.0.1:9/v1", b"{}", {"authorization": "Bearer sk-secret-key-1234"},
+                                connect_timeout=2)
+        finally:
+            await pool.aclose()
+            proxy_server.close()
+            await asyncio.sleep(0.05)
+        return info.value
+
+    import base64
+
+    err = asyncio.run(go())
+    assert (err.sent, err.phase) == (False, "connect")
+    assert len(heads) == 1
+    head = heads[0]
+    assert head.startswith(b"CONNECT 127.0.0.1:9 HTTP/1.1\r\n")
+    lines = {line.split(b":", 1)[0].lower(): line.split(b":", 1)[1].strip() for line in head.split(b"\r\n")[1:] if b":" in line}
+    assert lines[b"proxy-authorization"] == b"Basic " + base64.b64encode(b"user:p@ss")
+    assert b"sk-secret" not in head
+    assert b"authorization" not in {k for k in lines if k != b"proxy-authorization"}
+    assert "sk-secret" not in str(err)
+
+
+def test_a_plain_http_request_through_a_proxy_is_in_absolute_form():
+    seen_by_proxy: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen_by_proxy.append(await _read_request(reader))
+        writer.write(_ok())
+        await writer.drain()
+
+    async def go() -> int:
+        proxy_server, proxy_port = await _serve(proxy)
+        pool = HttpPool(proxies={"http": f"http://127.0.0.1:{proxy_port}", "no": "localhost"})
+        try:
+            r = await pool.post("http://127.0.0.1:9/v1", b"{}", {}, connect_timeout=2)
+        finally:
+            await pool.aclose()
+            proxy_server.close()
+            await asyncio.sleep(0.05)
+        return r.status
+
+    assert asyncio.run(go()) == 200
+    assert seen_by_proxy[0].startswith(b"POST http://127.0.0.1:9/v1 HTTP/1.1\r\n")

@@ -100,12 +100,13 @@ async def send_http(
             url, content, headers, connect_timeout=connect_timeout, progress=progress
         )
     except HttpError as exc:
+        said = redact(str(exc), key)  # a reply's broken head, quoted in the error, may echo the key
         if not exc.sent:
             raise Failure(
-                f"cannot connect to {url} ({exc})", retryable=True, billing_unknown=False
+                f"cannot connect to {url} ({said})", retryable=True, billing_unknown=False
             ) from None
         raise Failure(
-            f"connection to {url} failed after the request was sent ({exc})",
+            f"connection to {url} failed after the request was sent ({said})",
             retryable=True,
             billing_unknown=True,
         ) from None

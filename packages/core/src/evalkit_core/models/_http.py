@@ -1,42 +1,47 @@
-"""A small asyncio HTTP/1.1 client for provider APIs: keep-alive connections pooled per origin.
+"""The model layer's HTTP client on aiohttp: keep-alive connections pooled by aiohttp's connector.
 
-Why not httpx. Profiled at concurrency 64 against a loopback provider answering in 200 ms, two thirds of the
-client's CPU went to httpcore's pool: every request event re-scans every connection of the pool
-(``_assign_requests_to_connections`` and ``is_idle``, ten million calls for 680 requests), and each request
-tried and failed to ``import sniffio``. Throughput *fell* as concurrency rose (35 calls/s at 64). This client
-does one thing (POST a JSON body, read one reply) with O(1) pool operations, and it gives the model layer what
-it needs and httpx did not: the whole attempt under one deadline (a provider that trickles its body cannot
-stretch an attempt; the caller wraps :meth:`HttpPool.post` in ``asyncio.timeout``), a hard cap on the reply's
-size (decompressed too), no redirects ever followed, and the knowledge of whether request bytes may have left
-(``HttpError.sent``), which decides whether a failed attempt may have been billed.
+It replaced a hand-written HTTP/1.1 client (itself written because httpx's pool fell to 35-62 calls/s at
+concurrency 64): a home-made HTTP/TLS client is a lasting security and maintenance cost, and aiohttp, made for
+asyncio at high request rates, sustains the same order of throughput (``tools/bench/campaign.py``; figures in
+docs/campaigns.md).
 
-Supported: ``http`` and ``https`` (TLS via ``ssl`` with certifi's CA bundle), ``Content-Length``, chunked and
-read-to-close bodies, ``gzip``/``deflate`` content encodings, interim 1xx replies, and a proxy from the
-environment (``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``, as urllib reads them): a CONNECT tunnel for
-``https``, an absolute-form request for ``http``.
+aiohttp does the protocol (connections, TLS, CONNECT tunnels, framing: content-length, chunked, read-to-close,
+interim replies). This module keeps what the model layer needs on top of it and pins it down:
+
+- **One deadline per attempt.** The caller wraps :meth:`HttpPool.post` in ``asyncio.timeout``; aiohttp's own
+  timeouts are off except ``connect_timeout``, for establishing a new connection (and its TLS and tunnel).
+- **A hard cap on the reply's size,** decompressed too: aiohttp's automatic decompression is off; the body is
+  read in pieces up to the cap and decompressed here with the same cap, so a gzip bomb costs at most the cap.
+- **No redirect is ever followed** (``allow_redirects=False``): a 3xx comes back like any other status.
+- **Whether request bytes may have left** (:attr:`HttpError.sent`, :class:`Progress`): set the moment aiohttp
+  has a connection for the request (a new one made, or a pooled one taken), just before it writes; a failure
+  before that cannot have been billed.
+- **Headers are checked before anything is sent:** a name or value with a line break, a NUL or a character
+  outside latin-1 is refused without echoing it (it may hold a key).
+- **Proxies come from the environment the client was given,** not from the process's (``HTTPS_PROXY`` /
+  ``HTTP_PROXY`` / ``NO_PROXY``, as urllib reads them): a CONNECT tunnel for ``https``, an absolute-form request
+  for ``http``; credentials in the proxy URL travel as ``Proxy-Authorization``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import collections
 import ssl
-import time
 import urllib.parse
 import urllib.request
 import zlib
 from collections.abc import Callable, Mapping
-from typing import cast
+from types import SimpleNamespace
+from typing import Any, cast
 
+import aiohttp
 import attrs
 
 __all__ = ["MAX_BODY_BYTES", "HttpError", "HttpPool", "HttpResponse", "Progress", "proxies_from_env"]
 
 MAX_BODY_BYTES = 32 * 1024 * 1024  # a reply larger than this (after decompression) is refused
-_LINE_LIMIT = 64 * 1024  # a status line, header line or chunk-size line longer than this is refused
-_MAX_HEADERS = 200
 _IDLE_SECONDS = 4.0  # a pooled connection idle longer than this is closed rather than reused
+_READ_CHUNK = 65536
 
 
 class HttpError(Exception):
@@ -51,8 +56,8 @@ class HttpError(Exception):
 
 @attrs.define
 class Progress:
-    """Set by :meth:`HttpPool.post` as the exchange goes: ``sent`` once the first request byte is handed to
-    the socket (from then on the provider may have billed it, whatever happens next)."""
+    """Set by :meth:`HttpPool.post` as the exchange goes: ``sent`` once the request has a connection and its
+    bytes are about to be written (from then on the provider may have billed it, whatever happens next)."""
 
     sent: bool = False
 
@@ -63,27 +68,6 @@ class HttpResponse:
     reason: str
     headers: Mapping[str, str]  # lower-case names; repeated headers joined with ", "
     content: bytes
-
-
-@attrs.define
-class _Conn:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    idle_since: float = 0.0
-
-    def usable(self, now: float) -> bool:
-        return (
-            now - self.idle_since < _IDLE_SECONDS
-            and not self.reader.at_eof()
-            and not self.writer.is_closing()
-            and not self.reader.exception()
-        )
-
-    def abort(self) -> None:
-        self.writer.transport.abort()
-
-
-Origin = tuple[str, str, int]
 
 
 def proxies_from_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -123,9 +107,37 @@ def _default_ssl() -> ssl.SSLContext:
         return ssl.create_default_context()
 
 
+def _check_headers(headers: Mapping[str, str]) -> None:
+    for name, value in headers.items():
+        if any(c in name or c in value for c in "\r\n\0") or ":" in name or not name:
+            # a key or value with a line break would inject headers; never send it (and never echo it)
+            raise HttpError(f"header {name!r} holds a control character; not sent", sent=False, phase="connect")
+        try:
+            name.encode("latin-1")
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise HttpError(
+                "a header holds a character outside latin-1; not sent", sent=False, phase="connect"
+            ) from None
+
+
+async def _mark_sent(_session: aiohttp.ClientSession, ctx: SimpleNamespace, _params: object) -> None:
+    progress = cast("Progress | None", getattr(ctx, "trace_request_ctx", None))
+    if progress is not None:
+        progress.sent = True
+
+
+def _trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_end.append(_mark_sent)
+    trace.on_connection_reuseconn.append(_mark_sent)
+    trace.freeze()
+    return trace
+
+
 class HttpPool:
-    """POSTs over pooled keep-alive connections. One per :class:`ModelClient`; safe for many concurrent
-    requests on one event loop."""
+    """POSTs over pooled keep-alive connections (an aiohttp session, made on first use inside the running loop).
+    One per :class:`ModelClient`; safe for many concurrent requests on one event loop."""
 
     def __init__(
         self,
@@ -136,12 +148,13 @@ class HttpPool:
         proxies: Mapping[str, str] | None = None,
         user_agent: str = "evalkit",
     ) -> None:
-        self._slots = asyncio.Semaphore(max_connections)
-        self._idle: dict[Origin, collections.deque[_Conn]] = {}
+        self._max_connections = max_connections
         self._max_body = max_body
         self._ssl = ssl_context
         self._proxies = dict(proxies or {})
         self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     def _ssl_context(self) -> ssl.SSLContext:
@@ -149,84 +162,44 @@ class HttpPool:
             self._ssl = _default_ssl()
         return self._ssl
 
+    def _session_now(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, limit_per_host=0, keepalive_timeout=_IDLE_SECONDS
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,  # decompressed here, under the size cap
+                trust_env=False,  # proxies come from the environment the client was given
+                timeout=aiohttp.ClientTimeout(total=None),
+                trace_configs=[_trace()],
+                skip_auto_headers=("Accept-Encoding", "Content-Type"),
+            )
+            self._loop = loop
+        return self._session
+
     async def aclose(self) -> None:
         self._closed = True
-        for pool in self._idle.values():
-            while pool:
-                pool.pop().abort()
-        self._idle.clear()
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
 
-    # ------------------------------------------------------------------------------------------ connect
-
-    def _proxy(self, scheme: str, host: str) -> urllib.parse.SplitResult | None:
+    def _proxy(self, scheme: str, host: str) -> tuple[str, dict[str, str]] | None:
+        """(proxy URL without credentials, proxy headers) for a request to ``host``, or None."""
         url = self._proxies.get(scheme)
         if not url or _bypass(host, self._proxies.get("no", "")):
             return None
         parsed = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
-        return parsed if parsed.hostname else None
-
-    async def _open(self, origin: Origin, connect_timeout: float) -> _Conn:
-        scheme, host, port = origin
-        proxy = self._proxy(scheme, host)
-        try:
-            async with asyncio.timeout(connect_timeout):
-                if proxy is None:
-                    tls = self._ssl_context() if scheme == "https" else None
-                    reader, writer = await asyncio.open_connection(
-                        host, port, ssl=tls, server_hostname=host if tls else None, limit=_LINE_LIMIT
-                    )
-                    return _Conn(reader, writer)
-                reader, writer = await asyncio.open_connection(
-                    proxy.hostname, proxy.port or 80, limit=_LINE_LIMIT
-                )
-                conn = _Conn(reader, writer)
-                if scheme == "https":
-                    await self._tunnel(conn, proxy, host, port)
-                return conn
-        except TimeoutError:
-            raise HttpError(
-                f"connect timed out after {connect_timeout:g}s", sent=False, phase="connect"
-            ) from None
-        except (
-            OSError,
-            ssl.SSLError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            ValueError,
-        ) as exc:
-            raise HttpError(f"{type(exc).__name__}: {exc}", sent=False, phase="connect") from None
-
-    async def _tunnel(self, conn: _Conn, proxy: urllib.parse.SplitResult, host: str, port: int) -> None:
-        lines = [f"CONNECT {host}:{port} HTTP/1.1", f"host: {host}:{port}"]
-        if proxy.username is not None:
-            creds = f"{urllib.parse.unquote(proxy.username)}:{urllib.parse.unquote(proxy.password or '')}"
-            lines.append(f"proxy-authorization: Basic {base64.b64encode(creds.encode()).decode()}")
-        conn.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        await conn.writer.drain()
-        status, reason, _, _ = await _read_head(conn.reader)
-        if status != 200:
-            conn.abort()
-            raise OSError(f"proxy {proxy.hostname}:{proxy.port} refused CONNECT: {status} {reason}")
-        await conn.writer.start_tls(self._ssl_context(), server_hostname=host)
-
-    def _checkout(self, origin: Origin) -> _Conn | None:
-        pool = self._idle.get(origin)
-        now = time.monotonic()
-        while pool:
-            conn = pool.pop()  # the most recently used: the least likely to have been closed by the server
-            if conn.usable(now):
-                return conn
-            conn.abort()
-        return None
-
-    def _checkin(self, origin: Origin, conn: _Conn) -> None:
-        if self._closed:
-            conn.abort()
-            return
-        conn.idle_since = time.monotonic()
-        self._idle.setdefault(origin, collections.deque()).append(conn)
-
-    # ------------------------------------------------------------------------------------------ request
+        if not parsed.hostname:
+            return None
+        headers: dict[str, str] = {}
+        if parsed.username is not None:
+            headers["Proxy-Authorization"] = aiohttp.encode_basic_auth(
+                urllib.parse.unquote(parsed.username), urllib.parse.unquote(parsed.password or "")
+            )
+        netloc = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
+        return f"http://{netloc}:{parsed.port or 80}", headers
 
     async def post(
         self,
@@ -245,160 +218,76 @@ class HttpPool:
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https") or not parts.hostname:
             raise HttpError(f"not an http(s) URL: {url!r}", sent=False, phase="connect")
-        host = parts.hostname
-        port = parts.port or (443 if scheme == "https" else 80)
-        origin = (scheme, host, port)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        if scheme == "http" and self._proxy(scheme, host) is not None:
-            target = url  # absolute form through a plain HTTP proxy
-        request = _request_bytes(target, host, port, scheme, body, headers, self._user_agent)
-        async with self._slots:
-            conn = self._checkout(origin)
-            if conn is None:
-                conn = await self._open(origin, connect_timeout)
-            done = keep = False
-            try:
-                try:
-                    if progress is not None:
-                        progress.sent = True
-                    conn.writer.write(request)
-                    await conn.writer.drain()
-                except (OSError, RuntimeError) as exc:
-                    raise HttpError(
-                        f"send failed ({type(exc).__name__}: {exc})", sent=True, phase="send"
-                    ) from None
-                try:
-                    response, keep = await self._read_response(conn.reader)
-                except asyncio.IncompleteReadError as exc:
-                    got = len(exc.partial)
-                    raise HttpError(
-                        f"connection closed mid-reply ({got} byte(s) of the part being read)",
-                        sent=True,
-                        phase="receive",
-                    ) from None
-                except (OSError, ssl.SSLError) as exc:
-                    raise HttpError(
-                        f"receive failed ({type(exc).__name__}: {exc})", sent=True, phase="receive"
-                    ) from None
-                except (ValueError, asyncio.LimitOverrunError) as exc:
-                    raise HttpError(f"malformed reply ({exc})", sent=True, phase="receive") from None
-                done = True
-                return response
-            finally:
-                if done and keep:
-                    self._checkin(origin, conn)
+        _check_headers(headers)
+        state = progress if progress is not None else Progress()
+        proxy = self._proxy(scheme, parts.hostname)
+        extra: dict[str, Any] = {}
+        if proxy is not None:
+            extra["proxy"], extra["proxy_headers"] = proxy[0], proxy[1] or None
+        if scheme == "https":
+            extra["ssl"] = self._ssl_context()
+        session = self._session_now()
+        response: aiohttp.ClientResponse | None = None
+        done = False
+        try:
+            response = await session.post(
+                url,
+                data=body,
+                headers={**headers, "user-agent": self._user_agent, "accept-encoding": "identity"},
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
+                trace_request_ctx=state,
+                **extra,
+            )
+            raw = await self._read(response)
+            content = _decode(raw, response.headers.get("content-encoding", ""), self._max_body)
+            out = HttpResponse(response.status, response.reason or "", _headers(response), content)
+            done = True
+        except HttpError:
+            raise
+        except aiohttp.ConnectionTimeoutError:
+            raise HttpError(f"connect timed out after {connect_timeout:g}s", sent=False, phase="connect") from None
+        except (aiohttp.ClientError, OSError, ValueError, zlib.error) as exc:
+            text = f"{type(exc).__name__}: {exc}"
+            if not state.sent:
+                raise HttpError(text, sent=False, phase="connect") from None
+            if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+                raise HttpError(f"connection closed mid-reply ({text})", sent=True, phase="receive") from None
+            if isinstance(exc, aiohttp.ClientResponseError):  # the reply's head or framing did not parse
+                raise HttpError(f"malformed reply ({exc.message})", sent=True, phase="receive") from None
+            raise HttpError(f"receive failed ({text})", sent=True, phase="receive") from None
+        finally:
+            if response is not None:
+                if done:
+                    response.release()
                 else:
-                    conn.abort()  # a cancelled, failed or read-to-close exchange never goes back to the pool
+                    response.close()  # a cancelled or failed exchange never goes back to the pool
+        return out
 
-    async def _read_response(self, reader: asyncio.StreamReader) -> tuple[HttpResponse, bool]:
-        while True:
-            status, reason, version, headers = await _read_head(reader)
-            if 100 <= status < 200 and status != 101:
-                continue  # interim reply (100 Continue, 103 Early Hints): the real one follows
-            break
-        if status == 101:
-            raise ValueError("the server switched protocols (101)")
-        conn_tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-        keep = ("close" not in conn_tokens) if version == "HTTP/1.1" else ("keep-alive" in conn_tokens)
-        encoding = headers.get("transfer-encoding", "").lower()
-        if status in (204, 304):
-            raw = b""
-        elif encoding:
-            if encoding.split(",")[-1].strip() != "chunked":
-                raise ValueError(f"unsupported transfer-encoding {encoding!r}")
-            raw = await self._read_chunked(reader)
-        elif "content-length" in headers:
-            values = {v.strip() for v in headers["content-length"].split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit():
-                raise ValueError(f"bad content-length {headers['content-length']!r}")
-            length = int(values.pop())
-            if length > self._max_body:
-                raise ValueError(f"reply of {length} bytes is over the {self._max_body}-byte limit")
-            raw = await reader.readexactly(length)
-        else:
-            raw = await self._read_to_close(reader)
-            keep = False
-        content = _decode(raw, headers.get("content-encoding", ""), self._max_body)
-        return HttpResponse(status, reason, headers, content), keep
-
-    async def _read_chunked(self, reader: asyncio.StreamReader) -> bytes:
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        length = response.content_length
+        if length is not None and length > self._max_body:
+            raise HttpError(
+                f"malformed reply (reply of {length} bytes is over the {self._max_body}-byte limit)",
+                sent=True,
+                phase="receive",
+            )
         out = bytearray()
-        while True:
-            line = await reader.readuntil(b"\n")
-            size_text = line.split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise ValueError(f"bad chunk size {size_text[:40]!r}") from None
-            if size < 0:
-                raise ValueError("negative chunk size")
-            if size == 0:
-                break
-            if len(out) + size > self._max_body:
-                raise ValueError(f"reply is over the {self._max_body}-byte limit")
-            out += await reader.readexactly(size)
-            if await reader.readuntil(b"\n") not in (b"\r\n", b"\n"):
-                raise ValueError("chunk not followed by CRLF")
-        for _ in range(_MAX_HEADERS):  # trailers, then the blank line
-            if (await reader.readuntil(b"\n")).strip() == b"":
-                return bytes(out)
-        raise ValueError("too many trailer lines")
-
-    async def _read_to_close(self, reader: asyncio.StreamReader) -> bytes:
-        out = bytearray()
-        while chunk := await reader.read(65536):
+        while chunk := await response.content.read(_READ_CHUNK):
             out += chunk
             if len(out) > self._max_body:
-                raise ValueError(f"reply is over the {self._max_body}-byte limit")
+                raise HttpError(
+                    f"malformed reply (reply is over the {self._max_body}-byte limit)", sent=True, phase="receive"
+                )
         return bytes(out)
 
 
-def _request_bytes(
-    target: str, host: str, port: int, scheme: str, body: bytes, headers: Mapping[str, str], agent: str
-) -> bytes:
-    default_port = 443 if scheme == "https" else 80
-    host_header = (f"[{host}]" if ":" in host else host) + ("" if port == default_port else f":{port}")
-    lines = [
-        f"POST {target} HTTP/1.1",
-        f"host: {host_header}",
-        f"user-agent: {agent}",
-        "accept-encoding: identity",
-    ]
-    for name, value in headers.items():
-        if any(c in name or c in value for c in "\r\n\0") or ":" in name:
-            # a key or value with a line break would inject headers; never send it (and never echo it)
-            raise HttpError(
-                f"header {name!r} holds a control character; not sent", sent=False, phase="connect"
-            )
-        lines.append(f"{name}: {value}")
-    lines.append(f"content-length: {len(body)}")
-    try:
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    except UnicodeEncodeError:
-        raise HttpError(
-            "a header holds a character outside latin-1; not sent", sent=False, phase="connect"
-        ) from None
-    return head + body
-
-
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, str, dict[str, str]]:
-    line = await reader.readuntil(b"\n")
-    parts = line.decode("latin-1").strip().split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit() or len(parts[1]) != 3:
-        raise ValueError(f"bad status line {line[:80]!r}")
-    version, status, reason = parts[0], int(parts[1]), parts[2] if len(parts) > 2 else ""
-    headers: dict[str, str] = {}
-    for _ in range(_MAX_HEADERS):
-        raw = await reader.readuntil(b"\n")
-        text = raw.decode("latin-1").rstrip("\r\n")
-        if not text:
-            return status, reason, version, headers
-        name, sep, value = text.partition(":")
-        if not sep or not name or name != name.strip():
-            raise ValueError(f"bad header line {raw[:80]!r}")
+def _headers(response: aiohttp.ClientResponse) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in response.headers.items():
         key = name.lower()
-        headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
-    raise ValueError(f"more than {_MAX_HEADERS} header lines")
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
 
 
 def _decode(raw: bytes, encoding: str, limit: int) -> bytes:
@@ -406,7 +295,7 @@ def _decode(raw: bytes, encoding: str, limit: int) -> bytes:
     if enc in ("", "identity"):
         return raw
     if enc not in ("gzip", "x-gzip", "deflate"):
-        raise ValueError(f"unsupported content-encoding {encoding!r}")
+        raise HttpError(f"malformed reply (unsupported content-encoding {encoding!r})", sent=True, phase="receive")
     wbits = (
         16 + zlib.MAX_WBITS
         if enc != "deflate"
@@ -416,7 +305,7 @@ def _decode(raw: bytes, encoding: str, limit: int) -> bytes:
     try:
         out = d.decompress(raw, limit + 1)
     except zlib.error as exc:
-        raise ValueError(f"bad {enc} body ({exc})") from None
+        raise HttpError(f"malformed reply (bad {enc} body ({exc}))", sent=True, phase="receive") from None
     if len(out) > limit or d.unconsumed_tail:
-        raise ValueError(f"reply decompresses to more than {limit} bytes")
+        raise HttpError(f"malformed reply (reply decompresses to more than {limit} bytes)", sent=True, phase="receive")
     return out
