@@ -9,13 +9,9 @@ from typing import cast
 
 import attrs
 
-from evalkit import (
-    JSON,
-)
+from evalkit import JSON
 from evalkit_core import canonical_bytes
-from evalkit_core.models import (
-    Registry,
-)
+from evalkit_core.models import Registry
 from evalkit_core.store import Process, Store, is_alive, utc_now
 from evalkit_router._config import (
     CampaignChangedError,
@@ -24,10 +20,7 @@ from evalkit_router._config import (
     identity_diff,
     identity_digest,
 )
-from evalkit_router._status import (
-    campaign_label,
-    campaign_row,
-)
+from evalkit_router._status import campaign_label, campaign_row
 
 __all__ = [
     "LostCall",

@@ -31,10 +31,7 @@ from evalkit import (
     mine,
 )
 from evalkit_core import canonical_bytes, digest
-from evalkit_core.models import (
-    Completion,
-    completion_to_json,
-)
+from evalkit_core.models import Completion, completion_to_json
 from evalkit_core.store import Connection, Store, utc_now
 
 __all__ = [
