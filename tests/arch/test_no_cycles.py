@@ -22,6 +22,7 @@ message prints one concrete cycle per component, as a chain of files.
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -93,12 +94,17 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, k
     return found
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> ast.Module:
+    return ast.parse(text)
+
+
 def import_graph(packages: Path) -> dict[str, set[str]]:
     """Module -> the workspace modules its file imports (see the module docstring for what counts)."""
     known = _modules(packages)
     graph: dict[str, set[str]] = {}
     for name, path in known.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = _parse(path.read_text(encoding="utf-8"))
         edges: set[str] = set()
         for node in _import_nodes(tree):
             edges |= _targets(name, path.name == "__init__.py", node, known)
