@@ -421,3 +421,23 @@ def test_a_plain_http_request_through_a_proxy_is_in_absolute_form():
 
     assert asyncio.run(go()) == 200
     assert seen_by_proxy[0].startswith(b"POST http://127.0.0.1:9/v1 HTTP/1.1\r\n")
+
+
+def test_aiohttp_loads_on_the_first_request_only():
+    """A client that only calls simulated models (every offline run) never pays aiohttp's import."""
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from evalkit_core.models import ModelClient, Request, SimContext\n"
+        "from evalkit_core.models._http import HttpPool\n"
+        "async def go():\n"
+        "    async with ModelClient() as c:\n"
+        "        await c.complete('sim/strong', Request.of('2+2?', sim_context=SimContext(reference='4')))\n"
+        "    HttpPool()\n"
+        "asyncio.run(go())\n"
+        "print('aiohttp' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -32,10 +32,12 @@ import urllib.request
 import zlib
 from collections.abc import Callable, Mapping
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import aiohttp
 import attrs
+
+if TYPE_CHECKING:  # imported on the first request: a client that only calls simulated models never pays for it
+    import aiohttp
 
 __all__ = ["MAX_BODY_BYTES", "HttpError", "HttpPool", "HttpResponse", "Progress", "proxies_from_env"]
 
@@ -128,6 +130,8 @@ async def _mark_sent(_session: aiohttp.ClientSession, ctx: SimpleNamespace, _par
 
 
 def _trace() -> aiohttp.TraceConfig:
+    import aiohttp
+
     trace = aiohttp.TraceConfig()
     trace.on_connection_create_end.append(_mark_sent)
     trace.on_connection_reuseconn.append(_mark_sent)
@@ -163,6 +167,8 @@ class HttpPool:
         return self._ssl
 
     def _session_now(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             connector = aiohttp.TCPConnector(
@@ -195,6 +201,8 @@ class HttpPool:
             return None
         headers: dict[str, str] = {}
         if parsed.username is not None:
+            import aiohttp
+
             headers["Proxy-Authorization"] = aiohttp.encode_basic_auth(
                 urllib.parse.unquote(parsed.username), urllib.parse.unquote(parsed.password or "")
             )
@@ -219,6 +227,8 @@ class HttpPool:
         if scheme not in ("http", "https") or not parts.hostname:
             raise HttpError(f"not an http(s) URL: {url!r}", sent=False, phase="connect")
         _check_headers(headers)
+        import aiohttp
+
         state = progress if progress is not None else Progress()
         proxy = self._proxy(scheme, parts.hostname)
         extra: dict[str, Any] = {}
