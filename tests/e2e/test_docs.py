@@ -248,9 +248,23 @@ def _run_shell(b: Block, repo: Path, env: dict[str, str]) -> None:
 KNOWN_FAILING: dict[str, str] = {}
 
 
+# Pages whose commands need an optional extra: they skip, naming it, where it is not installed (tests/machine.py).
+PAGE_NEEDS: dict[str, tuple[str, ...]] = {"inspect.md": ("inspect",)}
+# Pages whose blocks run whole workflows (campaigns, gates over them, certificates, holdouts): minutes, so they
+# are integration tests (CI's full leg runs them; the README's `uv run pytest` runs every other page).
+PAGE_INTEGRATION = frozenset({"campaigns.md", "certificates.md", "gates.md", "holdouts.md"})
+
+
 def _runnable_pages() -> list[object]:
-    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_FAILING[p.name]))
-            if p.name in KNOWN_FAILING else p for p in PAGES]
+    pages: list[object] = []
+    for p in PAGES:
+        marks = [pytest.mark.needs(*PAGE_NEEDS[p.name])] if p.name in PAGE_NEEDS else []
+        if p.name in PAGE_INTEGRATION:
+            marks.append(pytest.mark.integration)
+        if p.name in KNOWN_FAILING:
+            marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_FAILING[p.name]))
+        pages.append(pytest.param(p, marks=marks))
+    return pages
 
 
 @pytest.mark.slow
