@@ -250,9 +250,10 @@ KNOWN_FAILING: dict[str, str] = {}
 
 # Pages whose commands need an optional extra: they skip, naming it, where it is not installed (tests/machine.py).
 PAGE_NEEDS: dict[str, tuple[str, ...]] = {"inspect.md": ("inspect",)}
-# Pages whose blocks run whole workflows (campaigns, gates over them, certificates, holdouts): minutes, so they
-# are integration tests (CI's full leg runs them; the README's `uv run pytest` runs every other page).
-PAGE_INTEGRATION = frozenset({"campaigns.md", "certificates.md", "gates.md", "holdouts.md"})
+# Pages whose blocks run whole workflows (a campaign of 70 tasks x 3 models x K=5 in the README's and the campaigns
+# page's, gates over them, certificates, holdouts): minutes, so they are integration tests (CI's full leg runs them;
+# the README's `uv run pytest` runs every other page, and tests/e2e/test_pit_cli.py its quick start's `evalkit run`).
+PAGE_INTEGRATION = frozenset({"README.md", "campaigns.md", "certificates.md", "gates.md", "holdouts.md"})
 
 
 def _runnable_pages() -> list[object]:
