@@ -7,12 +7,17 @@
   so subprocesses inherit them: no test writes to the home directory or the working directory.
 - Any connection (or datagram) to a non-loopback INET/INET6 address fails the test that made it. Loopback stays
   open because later tests run local fake servers.
+- What the machine lacks (``tests/machine.py``): a test marked ``@pytest.mark.needs(...)`` skips with one reason
+  naming what to install. ``EVALKIT_TEST_BARE=1`` hides the system components from the tests and tells evalkit
+  (here and in every subprocess) to run without bubblewrap and libseccomp; ``EVALKIT_REQUIRE_WALL=1`` fails, instead
+  of skipping, every test that would skip for a missing layer of the wall.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -26,6 +31,12 @@ from hypothesis import HealthCheck, settings
 _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
+
+import machine  # noqa: E402  # pyright: ignore[reportImplicitRelativeImport]
+
+if machine.BARE:
+    # before any test module is imported: evalkit's walls, here and in every subprocess, leave these layers out
+    os.environ["EVALKIT_WALL_WITHOUT"] = "bwrap,seccomp"
 
 settings.register_profile(
     "ci",
@@ -42,6 +53,48 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
+
+# --- what the machine gives -------------------------------------------------------------------------------
+
+# words of a skip reason that mean a layer of the wall is missing (the full leg may not skip those)
+_WALL_WORDS = re.compile(r"bubblewrap|bwrap|seccomp|full wall|needs? root", re.IGNORECASE)
+
+
+# fixtures that start a cluster of their own: a test that uses one is an integration test (deselected by the
+# README's `uv run pytest`; run by `uv run pytest -m integration` and by CI's full leg)
+_INTEGRATION_FIXTURES = frozenset({"pg_cluster", "ray_cluster"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``integration`` every test that starts a PostgreSQL or Ray cluster (through a fixture, or the
+    ``postgres`` case of ``store_location``), before ``-m`` selects."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if _INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())) or params.get("store_location") == "postgres":
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``needs(...)`` skips (or, for the wall under EVALKIT_REQUIRE_WALL=1, fails) before any of its
+    fixtures is set up where the machine lacks one of them."""
+    for mark in item.iter_markers("needs"):
+        machine.need(*mark.args)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Under EVALKIT_REQUIRE_WALL=1, any skip whose reason names a layer of the wall (however the test skipped:
+    marker, ``pytest.skip``, ``skipif``) is a failure."""
+    report: pytest.TestReport = yield
+    if machine.REQUIRE_WALL and report.skipped and isinstance(report.longrepr, tuple):
+        why = str(report.longrepr[2])
+        if _WALL_WORDS.search(why):
+            report.outcome = "failed"
+            report.longrepr = f"EVALKIT_REQUIRE_WALL=1: a test of the wall skipped ({why})"
+    return report
 
 
 # --- isolated evalkit home and cache -------------------------------------------------------------------------
@@ -76,15 +129,11 @@ def evalkit_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
 def pg_cluster() -> Iterator[Any]:
     """A throwaway PostgreSQL cluster (``tests/pg_cluster.py``), started on first use and stopped at the end of
     the session; skips with the reason where the binaries or psycopg are absent."""
-    from pg_cluster import SKIP_REASON, Cluster, find_bin
+    from pg_cluster import Cluster, find_bin
 
+    machine.need("postgres", "psycopg")
     bindir = find_bin()
-    if bindir is None:
-        pytest.skip(SKIP_REASON)
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        pytest.skip("psycopg is not installed: uv sync --all-packages --all-extras")
+    assert bindir is not None
     cluster = Cluster(bindir).start()
     try:
         yield cluster
@@ -231,13 +280,12 @@ def ray_cluster() -> Iterator[Any]:
     """A local Ray cluster of two nodes (two raylets on this machine, one CPU each, 100 MB object stores, no
     dashboard, on 127.0.0.1), joined by this process; shut down at the end of the session. Skips where Ray is
     not installed (the extra evalkit-harness[ray]; CI syncs every extra)."""
+    machine.need("ray")
     saved = {k: os.environ.get(k) for k in RAY_ENV}
     os.environ.update(RAY_ENV)  # before Ray is imported: some of it is read at import
-    try:
-        import ray
-        from ray.cluster_utils import Cluster
-    except ImportError:
-        pytest.skip("ray is not installed: uv sync --all-packages --all-extras")
+    import ray
+    from ray.cluster_utils import Cluster
+
     node = {"num_cpus": 1, "object_store_memory": RAY_OBJECT_STORE, "include_dashboard": False}
     cluster: Any = None
     # Ray gives a starting raylet a fixed 30 s to register, which a loaded 2-core machine can miss (its node

@@ -39,6 +39,7 @@ FORBIDDEN = {
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # a fresh venv per member
 @pytest.mark.parametrize("module", sorted(MEMBERS))
 def test_member_installs_alone(module: str, tmp_path: Path) -> None:
     if UV is None:
@@ -103,4 +104,9 @@ def test_uv_run_environment_holds_the_tool_and_tests_not_the_dev_tools() -> None
 def test_ci_syncs_the_lint_group() -> None:
     text = (ROOT / ".ci" / "run").read_text()
     assert "sync --all-packages --all-extras --group lint --locked" in text
-    assert '"${UV[@]}" run pytest\n' in text
+    # the bare leg: the README's command in a venv of the default group, the system components hidden
+    assert 'UV_PROJECT_ENVIRONMENT="$BARE_VENV" EVALKIT_TEST_BARE=1' in text
+    assert 'run_pytest "${UV[@]}" run --locked pytest ||' in text
+    # the full leg: every test, the wall not allowed to skip
+    assert "EVALKIT_REQUIRE_WALL=1" in text
+    assert 'run --locked pytest -m ""' in text

@@ -48,6 +48,7 @@ def _metadata(wheel: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # builds the wheels
 def test_every_package_builds_a_wheel_and_sdist_with_ranged_sibling_requirements(dist_dir: Path) -> None:
     wheels = {p.name.split("-")[0]: p for p in dist_dir.glob("*.whl")}
     sdists = {p.name.rsplit("-", 1)[0] for p in dist_dir.glob("*.tar.gz")}
@@ -76,6 +77,7 @@ def test_every_package_builds_a_wheel_and_sdist_with_ranged_sibling_requirements
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # builds the wheels
 def test_pip_installs_the_cli_from_the_built_wheels_offline_and_it_runs(dist_dir: Path, tmp_path: Path) -> None:
     assert UV is not None
     venv = tmp_path / "venv"

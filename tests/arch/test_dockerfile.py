@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import machine  # pyright: ignore[reportImplicitRelativeImport]
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -67,6 +69,7 @@ def test_dockerfile_copies_only_what_exists_and_is_not_ignored() -> None:
 
 def _engine() -> str:
     """The container CLI that answers, or a skip naming exactly why none does."""
+    machine.need("container")
     reasons: list[str] = []
     for name in ("docker", "podman"):
         exe = shutil.which(name)
@@ -83,6 +86,7 @@ def _engine() -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # builds the image
 def test_image_builds_and_runs_the_cli() -> None:
     engine = _engine()
     if os.environ.get("EVALKIT_TEST_DOCKER") != "1":

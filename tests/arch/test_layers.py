@@ -22,7 +22,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+# import-linter's own entry point, run by this interpreter (not a script on PATH), in a process of its own: its
+# import graph must come from the copied tree, not from the modules this test process has imported already
+LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+pytestmark = pytest.mark.needs("lint")
 
 if not LINT_IMPORTS.exists() or importlib.util.find_spec("importlinter") is None:
     pytest.skip(
@@ -39,7 +42,7 @@ CONTRACTS = (LAYERS, ROOMS, PRIVATE)
 def _lint(cwd: Path, pythonpath: list[Path]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in pythonpath)}
     return subprocess.run(
-        [str(LINT_IMPORTS), "--config", str(cwd / "pyproject.toml"), "--no-cache"],
+        [sys.executable, "-c", LINT_IMPORTS, "--config", str(cwd / "pyproject.toml"), "--no-cache"],
         cwd=cwd, env=env, capture_output=True, text=True, check=False,
     )
 

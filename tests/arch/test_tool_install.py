@@ -95,6 +95,7 @@ def repack(dist: metadata.Distribution, out: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # a clean install from the built wheels
 def test_uv_tool_install_of_the_cli_offline(tmp_path: Path) -> None:
     if UV is None:
         pytest.skip("uv is not on PATH")

@@ -26,7 +26,7 @@ def test_mine_replay_json_banks_counterexamples(tmp_path, monkeypatch):
     args = ["adversary", "mine", "--tasks", str(BANK), "--solver", f"replay:{replay}", "--budget", "40"]
     result = runner.invoke(app, [*args, "--seed", "1", "--json"])
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     (row,) = payload["results"]
     assert row["task_id"] == "code/count-below/001"
     assert row["proposals"] > 0
@@ -49,7 +49,7 @@ def test_mine_reference_solver_finds_nothing(tmp_path, monkeypatch):
         ["adversary", "mine", "--tasks", str(BANK), "--solver", "reference", "--budget", "25", "--json"],
     )
     assert result.exit_code == 0, result.output
-    totals = json.loads(result.output)["totals"]
+    totals = json.loads(result.stdout)["totals"]
     assert totals["counterexamples"] == 0
     assert totals["candidates"] == 4
     assert totals["invalid"]["nondeterministic"] > 0  # noisy-len's reference

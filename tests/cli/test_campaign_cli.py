@@ -46,18 +46,18 @@ def test_run_prints_the_table_writes_outputs_and_status_and_report_agree(tmp_pat
     assert "signature" in {c.name for c in verify_campaign_receipt(receipt, home=home)}
     cli_verify = runner.invoke(app, ["campaign", "verify", str(receipt), "--home", str(home)])
     assert cli_verify.exit_code == 0, cli_verify.output
-    assert cli_verify.output.splitlines()[0].split() == ["ok", "signature"]
+    assert cli_verify.stdout.splitlines()[0].split() == ["ok", "signature"]
     report_file = json.loads((home / "campaigns" / "c" / "report.json").read_text())
 
     status = runner.invoke(app, ["campaign", "status", "c", "--home", str(home), "--json"])
     assert status.exit_code == 0, status.output
-    st = json.loads(status.output)
+    st = json.loads(status.stdout)
     assert (st["status"], st["planned"], st["graded"], st["missing"]) == ("done", 12, 12, 0)
     assert st["spent_usd"] == report_file["summary"]["cost_usd"]
 
     rep = runner.invoke(app, ["campaign", "report", "c", "--home", str(home), "--json"])
     assert rep.exit_code == 0, rep.output
-    assert json.loads(rep.output) == report_file
+    assert json.loads(rep.stdout) == report_file
     text = runner.invoke(app, ["campaign", "report", "c", "--home", str(home)])
     assert text.exit_code == 0
     assert "hid@1" in text.output
@@ -86,7 +86,7 @@ def test_changed_file_unknown_campaign_and_bad_file_exit_2_with_one_line(tmp_pat
         app, ["campaign", "run", str(path), "--home", str(home), "--new-name", "c-k2", "--json"]
     )
     assert renamed.exit_code == 0, renamed.output
-    payload = json.loads(renamed.output)
+    payload = json.loads(renamed.stdout)
     assert payload["campaign"] == "c-k2"
     assert payload["run"]["called"] == 4
     missing = evalkit("campaign", "status", "nope", "--home", str(home))

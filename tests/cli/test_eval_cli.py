@@ -10,6 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+import machine  # pyright: ignore[reportImplicitRelativeImport]
 from evalkit import verify_eval_receipt
 from evalkit_cli import app
 from evalkit_core import ConfigError
@@ -45,10 +46,11 @@ def test_reference_eval_writes_results_and_a_receipt(tmp_path, monkeypatch):
         ],
     )
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     summary = payload["summary"]
     assert set(payload["isolation"]) == {"user", "network", "filesystem", "processes", "seccomp", "interpreter", "full"}
-    assert payload["isolation"]["full"] is (os.geteuid() == 0)  # root here and in CI: the whole wall
+    # the whole wall where the machine gives every layer (root, bubblewrap, libseccomp: here and in CI's full leg)
+    assert payload["isolation"]["full"] is all(machine.has(c) for c in ("root", "bwrap", "seccomp"))
     assert summary["rollouts"] == 4
     assert summary["public_pass_rate"] == 1
     assert summary["hidden_pass_rate"] == 1
@@ -173,7 +175,7 @@ def test_replay_samples_in_file_order(tmp_path):
         ("code/double/001", 2, 0, 0),
         ("structured/person/001", 0, 0, 0),
     ]
-    summary = json.loads(result.output)["summary"]
+    summary = json.loads(result.stdout)["summary"]
     assert summary["public_pass_rate"] == 0.5
     assert summary["hidden_pass_rate"] == 0.25
     assert summary["gap"] == 0.25
@@ -184,7 +186,7 @@ def test_replay_samples_in_file_order(tmp_path):
     result = runner.invoke(
         app, ["eval", "--tasks", str(BANK), "--solver", f"replay:{replay}", "--k", "1", "--json"]
     )
-    assert json.loads(result.output)["summary"]["rollouts"] == 2
+    assert json.loads(result.stdout)["summary"]["rollouts"] == 2
 
 
 def test_user_errors_exit_2(tmp_path):

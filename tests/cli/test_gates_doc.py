@@ -94,6 +94,7 @@ def test_workflow_is_a_github_actions_workflow_whose_gate_steps_are_in_the_doc()
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # the documented workflow, whole (as tests/e2e/test_docs.py's run of the page)
 def test_doc_examples_run_in_order_then_the_workflow_steps(tmp_path):
     doc_dir = tmp_path / "doc"
     doc_dir.mkdir()
@@ -125,6 +126,7 @@ def test_the_matcher_can_fail():
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # the documented workflow, whole
 def test_certificates_doc_runs_in_order(tmp_path):
     run_doc(CERT_DOC, tmp_path, doc_env(tmp_path))
     assert not (tmp_path / "refused.json").exists()
@@ -132,6 +134,7 @@ def test_certificates_doc_runs_in_order(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # the documented workflow, whole
 def test_holdouts_doc_runs_in_order(tmp_path):
     run_doc(HOLDOUT_DOC, tmp_path, doc_env(tmp_path))
     p2 = json.loads((tmp_path / "overlap/receipt.json").read_text())["body"]["protocol"]["P2_training_cutoff"]

@@ -43,7 +43,7 @@ def test_models_list_json_with_user_registry(tmp_path):
     user.write_text('[models."openai/gpt-4o"]\nprices = { input = "2.75" }\n')
     r = _invoke("models", "list", "--json", "--registry", str(user))
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     models = {m["id"]: m for m in data["models"]}
     assert models["openai/gpt-4o"]["prices"]["input"] == "2.75"
     assert models["sim/strong"]["simulated"] is True
@@ -55,9 +55,9 @@ def test_budget_set_show_and_calls_list(tmp_path):
     home = tmp_path / "home"
     r = _invoke("budget", "show", "--json", home=home)
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["cap"] is None
+    assert json.loads(r.stdout)["cap"] is None
     r = _invoke("budget", "set", "0.50", "--json", home=home)
-    assert json.loads(r.output)["cap"] == "0.5"
+    assert json.loads(r.stdout)["cap"] == "0.5"
 
     async def spend():
         async with ModelClient(home=home, env={}) as c:
@@ -67,7 +67,7 @@ def test_budget_set_show_and_calls_list(tmp_path):
     done = asyncio.run(spend())
     total = sum(c.cost for c in done)
     r = _invoke("budget", "show", "--json", home=home)
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["spent"] == str(total)
     assert data["remaining"] == str(Decimal("0.5") - total)
     r = _invoke("budget", "show", home=home)
@@ -79,11 +79,11 @@ def test_budget_set_show_and_calls_list(tmp_path):
     assert len(lines) == 3
     assert all("[SIMULATED]" in line and " ok " in line for line in lines)
     r = _invoke("calls", "list", "--json", "--since", "1h", home=home)
-    assert [c["call_id"] for c in json.loads(r.output)] == [c.call_id for c in done]
+    assert [c["call_id"] for c in json.loads(r.stdout)] == [c.call_id for c in done]
     r = _invoke("calls", "list", "--json", "--since", "2999-01-01", home=home)
-    assert json.loads(r.output) == []
+    assert json.loads(r.stdout) == []
     r = _invoke("calls", "list", "--limit", "1", "--json", home=home)
-    assert [c["call_id"] for c in json.loads(r.output)] == [done[-1].call_id]
+    assert [c["call_id"] for c in json.loads(r.stdout)] == [done[-1].call_id]
 
 
 def test_user_errors_exit_2_with_one_line(tmp_path):
@@ -133,7 +133,7 @@ def test_budget_reconcile_charges_dead_calls_and_settles_them_from_an_invoice(tm
     invoice.write_text("call_id,cost_usd\nc1,0.02\n")
     r = _invoke("budget", "reconcile", "--actual", str(invoice), "--json", home=home)
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["spent"] == "0.02"
     assert [u["call_id"] for u in data["settled_from_invoice"]] == ["c1"]
     env = {"EVALKIT_HOME": str(home), "PATH": ""}

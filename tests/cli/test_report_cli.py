@@ -35,7 +35,7 @@ def evalkit(*args: str) -> subprocess.CompletedProcess[str]:
 def report_json(*args: str) -> dict[str, Any]:
     result = runner.invoke(app, ["report", *args, "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 class _Numbers(HTMLParser):

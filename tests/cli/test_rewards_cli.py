@@ -70,7 +70,7 @@ def test_export_each_format(home, fmt):
         app, ["rewards", "export", "sim-seed", "--format", fmt, "--out", str(out), "--json"]
     )
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert (summary["campaign"], summary["rollouts"], summary["flagged"]) == ("sim-seed", 3, 1)
     assert summary["flags"] == {"reads_forbidden": 1}
     table = paj.read_json(out)
@@ -139,14 +139,14 @@ def test_stored_verdicts_are_read_not_regraded(home):
     )
     result, out = _export(home)
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["graded_now"] == 1  # only rk-2, which was never graded
     rows = _rows(out)
     assert rows["rk-0"]["reward"] < 1.0  # the stored verdict, not a fresh grading
     assert rows["rk-0"]["isolation"] == rows["rk-2"]["isolation"]
     result, out = _export(home, "--regrade")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["graded_now"] == 3
+    assert json.loads(result.stdout)["graded_now"] == 3
     assert _rows(out)["rk-0"]["reward"] == 1.0
 
 
@@ -198,7 +198,7 @@ def test_weaker_isolation_gets_no_reward_and_is_counted(home):
     _sql(home, "UPDATE rollouts SET isolation = 'weaker: seccomp' WHERE rollout_key = 'rk-1'")
     result, out = _export(home)
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     rows = _rows(out)
     assert rows["rk-0"]["reward"] == 1.0
     assert (rows["rk-1"]["reward"], rows["rk-1"]["weaker_isolation"]) == (None, True)

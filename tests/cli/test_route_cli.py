@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# a whole campaign (three models over the seed bank) run and routed through the CLI's own processes: minutes;
+# the routing itself is tested in tests/router/test_route.py and tests/cli/test_intervals_everywhere.py
+pytestmark = pytest.mark.integration
 
 
 def evalkit(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

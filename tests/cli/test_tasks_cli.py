@@ -51,7 +51,7 @@ def test_validate_names_task_and_test(tmp_path):
     person.write_text(json.dumps(data))
     result = runner.invoke(app, ["tasks", "validate", str(bank), "--json"])
     assert result.exit_code == 1
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     found = {(p["task_id"], p["test"]) for p in payload["problems"]}
     assert ("code/double/001", "hidden/0") in found
     assert ("code/mean/001", "hidden/3") in found

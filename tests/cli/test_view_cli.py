@@ -79,7 +79,7 @@ def _report_json(item: dict[str, Any]) -> dict[str, Any]:
     args = [item["target"], *(["--home", item["home"]] if item["home"] else []), "--json"]
     result = runner.invoke(app, ["report", *args])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def _sessions_in(trajectory: Path) -> list[list[tuple[str, int, int, int]]]:

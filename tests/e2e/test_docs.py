@@ -248,9 +248,24 @@ def _run_shell(b: Block, repo: Path, env: dict[str, str]) -> None:
 KNOWN_FAILING: dict[str, str] = {}
 
 
+# Pages whose commands need an optional extra: they skip, naming it, where it is not installed (tests/machine.py).
+PAGE_NEEDS: dict[str, tuple[str, ...]] = {"inspect.md": ("inspect",)}
+# Pages whose blocks run whole workflows (a campaign of 70 tasks x 3 models x K=5 in the README's and the campaigns
+# page's, gates over them, certificates, holdouts): minutes, so they are integration tests (CI's full leg runs them;
+# the README's `uv run pytest` runs every other page, and tests/e2e/test_pit_cli.py its quick start's `evalkit run`).
+PAGE_INTEGRATION = frozenset({"README.md", "campaigns.md", "certificates.md", "gates.md", "holdouts.md"})
+
+
 def _runnable_pages() -> list[object]:
-    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_FAILING[p.name]))
-            if p.name in KNOWN_FAILING else p for p in PAGES]
+    pages: list[object] = []
+    for p in PAGES:
+        marks = [pytest.mark.needs(*PAGE_NEEDS[p.name])] if p.name in PAGE_NEEDS else []
+        if p.name in PAGE_INTEGRATION:
+            marks.append(pytest.mark.integration)
+        if p.name in KNOWN_FAILING:
+            marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_FAILING[p.name]))
+        pages.append(pytest.param(p, marks=marks))
+    return pages
 
 
 @pytest.mark.slow

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,7 @@ import pytest
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.needs("bwrap"),
 ]
 
 KEY_ENV = "EVALKIT_E2E_NETNS_API_KEY"

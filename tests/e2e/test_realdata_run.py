@@ -20,6 +20,7 @@ PRICES = DATA / "prices" / "daily_2022-10-03_2023-06-30.csv.gz"
 pytestmark = [
     pytest.mark.realdata,
     pytest.mark.slow,
+    pytest.mark.integration,  # a release built from the real sample, then a whole run over it
     pytest.mark.skipif(not (DATA / "edgar-submissions-sample").is_dir() or not PRICES.is_file(), reason="../shared/data is absent"),
 ]
 

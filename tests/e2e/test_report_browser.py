@@ -8,7 +8,6 @@ whole module; a screenshot of each page goes to the test's temp dir.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,15 +21,13 @@ sys.path.insert(0, str(ROOT / "cli"))
 from report_support import WRONG_DOUBLE, invoke, lookup, make_artifacts, shown  # noqa: E402  # pyright: ignore[reportImplicitRelativeImport]
 from view_support import running_view  # noqa: E402  # pyright: ignore[reportImplicitRelativeImport]
 
-from cdp import CHROMIUM, Browser, Page, click, type_into  # noqa: E402  # pyright: ignore[reportImplicitRelativeImport]
+from cdp import Browser, Page, click, type_into  # noqa: E402  # pyright: ignore[reportImplicitRelativeImport]
 
 pytestmark = [
     pytest.mark.slow,
-    # outside CI a machine without chromium skips, saying so; in CI (.ci/run installs it) a missing browser fails
-    pytest.mark.skipif(
-        CHROMIUM is None and not os.environ.get("CI"),
-        reason="chromium is not installed (apt-get install chromium; .ci/run does)",
-    ),
+    pytest.mark.integration,  # a real browser
+    # a machine without chromium skips, saying so; .ci/run's full leg installs it and requires it (EVALKIT_REQUIRE)
+    pytest.mark.needs("chromium"),
 ]
 
 CHART_MARKS = {

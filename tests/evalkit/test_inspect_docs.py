@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="the optional extra evalkit-harness[inspect] is not installed")
+import machine  # pyright: ignore[reportImplicitRelativeImport]
+
+pytest.importorskip("inspect_ai", reason=machine.importorskip_reason("inspect"))
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "inspect.md"

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="the optional extra evalkit-harness[inspect] is not installed")
+import machine  # pyright: ignore[reportImplicitRelativeImport]
+
+pytest.importorskip("inspect_ai", reason=machine.importorskip_reason("inspect"))
 
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage

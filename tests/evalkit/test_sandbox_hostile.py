@@ -63,10 +63,7 @@ from evalkit.wall._sandbox import SandboxJob, _call_result, user_processes
 from evalkit.wall._zygote import WallError
 from evalkit_core import digest
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("bwrap") is None,
-    reason="the hostile suite asserts the verdicts of the full wall: it needs root and bubblewrap",
-)
+pytestmark = pytest.mark.needs("bwrap", "seccomp", "root")  # it asserts the verdicts of the full wall
 
 LIMITS = SandboxLimits(
     cpu_seconds=0.5, wall_seconds=1.5, memory_bytes=512 << 20, file_bytes=4 << 20, output_bytes=2048

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 import evalkit.grading._eval
+import machine  # pyright: ignore[reportImplicitRelativeImport]
 from evalkit.wall._sandbox import Sandbox, SandboxJob
 from evalkit.wall._zygote import _interpreter_reachable
 from evalkit_cli import app
@@ -24,9 +24,7 @@ PROBE = (
 )
 JOB = SandboxJob(PROBE, "f", ({"args": [1], "kwargs": {}}, {"check": "def check(c):\n    assert c(2)[0] == 2\n"}))
 
-needs_full = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("bwrap") is None, reason="the full wall needs root and bubblewrap"
-)
+needs_full = pytest.mark.needs("bwrap", "seccomp", "root")
 
 
 @needs_full
@@ -53,6 +51,7 @@ def test_the_full_wall_is_in_effect_here():
     ],
 )
 def test_a_missing_layer_is_recorded_and_grading_still_holds(without, weaker):
+    machine.need(*({"bwrap", "seccomp"} - without))  # only the layers left out may be weaker
     with Sandbox(workers=1, without=frozenset(without)) as box:
         iso = box.isolation
         run = box.run(JOB)
@@ -98,7 +97,7 @@ def test_every_job_gets_its_own_environment_and_streams_over_its_output_pipe(wit
             assert env == {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cwd, "TMPDIR": cwd}
             assert streams == [[1, False, True, "utf-8", "replace"], [2, False, True, "utf-8", "replace"]]
             dirs.add(cwd)
-    if not without:
+    if not without and machine.has("bwrap"):
         assert dirs == {"/job"}
     elif "bwrap" in without:
         assert len(dirs) == 2  # a directory of its own on the host for each job
@@ -135,7 +134,7 @@ def test_live_walls_in_one_process_never_share_a_uid_block():
         assert not set(a.uids) & set(b.uids)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="separate uids per job need root (the sandbox says so otherwise)")
+@pytest.mark.needs("root", "bwrap")  # separate uids per job (the sandbox says so otherwise)
 def test_a_uid_stays_taken_while_its_job_exists():
     """uids go round 1016 a sandbox, skipping any whose job the zygote has not reported gone: a job that outlives a
     thousand others never shares its uid (they used to come back after 1015 later jobs, whatever still ran)."""

@@ -12,12 +12,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-pytest.importorskip("trl", reason="the optional extra 'train' (TRL, transformers, torch) is not installed")
+import machine  # pyright: ignore[reportImplicitRelativeImport]
+
+pytest.importorskip("trl", reason=machine.importorskip_reason("train"))
 
 from evalkit import Sandbox, SandboxLimits, VerifierSettings, bank_digest, load_tasks
 from evalkit_cli import app
 from evalkit_core import check_receipt
 from evalkit_training import REWARD_VERSION, RolloutRecord, score_rollouts
+
+pytestmark = pytest.mark.integration  # trains a model (TRL's GRPOTrainer on the CPU)
 
 ROOT = Path(__file__).resolve().parents[2]
 IDS = ("code/median/001", "code/second-largest/001")
@@ -140,6 +144,7 @@ def test_a_sandbox_weaker_than_the_campaigns_isolation_trains_nothing(trained, m
     from evalkit_core.store import Store
     from evalkit_training import GrpoSettings, RewardError, train_grpo
 
+    machine.need("seccomp")  # the campaign must have been graded with it, for a sandbox without it to be weaker
     required = json.loads((trained["out"] / "receipt.json").read_text())["body"]["isolation"]["required"]
     if "seccomp" in required:
         pytest.skip(f"the campaign was graded without seccomp already ({required})")

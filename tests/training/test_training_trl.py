@@ -10,6 +10,7 @@ import pyarrow.json as paj
 import pytest
 
 import evalkit_training._reward as reward_module
+import machine  # pyright: ignore[reportImplicitRelativeImport]
 from evalkit import Verdict
 from evalkit_training import RewardError, RolloutRecord, score_rollouts, write_export
 from evalkit_training.trl import completion_text, make_reward, reward
@@ -115,6 +116,7 @@ def test_weaker_isolation_than_required_is_refused_and_counted():
     sandbox asked for no more than it has scores as usual."""
     from evalkit import Sandbox
 
+    machine.need("bwrap", "root")  # the sandbox is weaker by seccomp alone only where the rest of the wall holds
     with Sandbox(workers=1, without=("seccomp",)) as weak:
         assert weak.isolation.label == "weaker: seccomp"
         strict = make_reward(BANK, adversarial=lambda task: (), sandbox=weak, required_isolation="full")
@@ -136,6 +138,7 @@ def test_weaker_isolation_than_required_is_refused_and_counted():
 
 
 def test_stronger_isolation_than_required_scores(sandbox):
+    machine.need("bwrap", "seccomp", "root")
     if sandbox.isolation.label != "full":
         pytest.skip(f"this machine's sandbox is not the full wall ({sandbox.isolation.label})")
     fn = make_reward(BANK, adversarial=lambda task: (), sandbox=sandbox, required_isolation="weaker: seccomp")

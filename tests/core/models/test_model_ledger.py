@@ -342,7 +342,7 @@ def test_sigkill_with_calls_in_flight_the_store_accounts_for_every_request_the_p
 
     shown = CliRunner().invoke(app, ["budget", "show", "--json", "--home", str(home)])
     assert shown.exit_code == 0, shown.output
-    data = json.loads(shown.output)
+    data = json.loads(shown.stdout)
     assert len(data["reconciled_now"]) == 6  # listed with their call ids
     assert data["reserved"] == "0"
     assert data["outstanding_reservations"] == 0

@@ -27,13 +27,7 @@ from evalkit_core import ConfigError, Release
 RUN_START, RUN_END = "2023-03-01", "2023-03-02"
 
 
-def _full_wall() -> bool:
-    return shutil.which("bwrap") is not None
-
-
-needs_wall = pytest.mark.skipif(
-    not _full_wall(), reason="bubblewrap is not installed: the agent runs behind a weaker wall"
-)
+needs_wall = pytest.mark.needs("bwrap")  # without it the agent runs behind a weaker wall
 
 
 @pytest.fixture

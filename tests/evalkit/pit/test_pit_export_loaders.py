@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+import machine  # pyright: ignore[reportImplicitRelativeImport]
+
 START, END = "2023-03-01", "2023-03-10"
 
 
@@ -38,7 +40,7 @@ def _export(cli: Any, release_dir: Path, out: Path, fmt: str) -> list[dict[str, 
 @pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:Exception ignored in. <function MemoryObject:pytest.PytestUnraisableExceptionWarning")
 def test_inspect_export_loads_with_json_dataset_and_runs(cli: Any, synth_release_dir: Path, tmp_path: Path) -> None:
-    pytest.importorskip("inspect_ai", reason="the optional extra evalkit-harness[inspect] is not installed")
+    machine.need("inspect")
     from inspect_ai import Task
     from inspect_ai import eval as inspect_eval
     from inspect_ai.dataset import json_dataset

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="the optional extra evalkit-harness[inspect] is not installed")
+import machine  # pyright: ignore[reportImplicitRelativeImport]
+
+pytest.importorskip("inspect_ai", reason=machine.importorskip_reason("inspect"))
 
 from inspect_ai.model import ModelOutput
 
@@ -38,7 +39,7 @@ KEY = "sk-inspect-test-DO-NOT-LEAK-17"
 REPORTED = "inspect-mock-2026-12-01"
 RUN_END_SHORT = "2023-03-03"
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+needs_bwrap = pytest.mark.needs("bwrap")
 
 
 def _openai(output: ModelOutput) -> dict[str, Any]:

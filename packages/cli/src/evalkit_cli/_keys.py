@@ -17,14 +17,41 @@ _HOME_HELP = "Home directory (default: $EVALKIT_HOME, else .evalkit/ in the work
 
 
 def signing_key() -> Any:
-    """The key in $EVALKIT_HOME, created on first use; one line on stderr when it is new (the commands that sign
-    call this: run, certify)."""
-    from evalkit_core import ensure_signing_key
+    """The key in $EVALKIT_HOME, made when something is first signed with it, not before: a run or a certificate
+    refused for bad input (a config, prices, a window, a receipt) leaves a fresh home as it was. One line on stderr
+    when it is new (the commands that sign call this: run, certify)."""
+    from evalkit_core import SigningKey, ensure_signing_key
 
-    key, created = ensure_signing_key()
-    if created:
-        typer.echo(f"key         generated {key.key_id} in {key.path} (first run; `evalkit keys show`)", err=True)
-    return key
+    class KeyOnFirstUse(SigningKey):
+        __slots__ = ("_made",)
+
+        def __init__(self) -> None:  # the real key is loaded or made by _key(), on first use
+            self._made: SigningKey | None = None
+
+        def _key(self) -> SigningKey:
+            if self._made is None:
+                key, created = ensure_signing_key()
+                if created:
+                    typer.echo(f"key         generated {key.key_id} in {key.path} (first run; `evalkit keys show`)", err=True)
+                self._made = key
+            return self._made
+
+        @property
+        def key_id(self) -> str:
+            return self._key().key_id
+
+        def sign(self, data: bytes) -> bytes:
+            return self._key().sign(data)
+
+        def __getattr__(self, name: str) -> Any:  # public, path: the real key's (slots left unset here)
+            if name == "_made":
+                raise AttributeError(name)
+            return getattr(self._key(), name)
+
+        def __repr__(self) -> str:
+            return "SigningKey(the local key, made on first use)"
+
+    return KeyOnFirstUse()
 
 
 def _describe(key: Any) -> dict[str, Any]:

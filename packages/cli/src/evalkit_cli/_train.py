@@ -41,6 +41,7 @@ def grpo(
     write the rewards of every step and a receipt binding the reward function's version, the bank digest and the
     verifier settings."""
     from evalkit_core.store import Store
+    from evalkit_router import require_store
     from evalkit_training import GrpoSettings, RewardError, train_grpo
 
     if model is not None and not model.is_dir():
@@ -60,6 +61,7 @@ def grpo(
         if not quiet:
             typer.echo(line)
 
+    require_store(campaign)  # a campaign looked up where there is no store makes none there
     with Store.open() as store:
         result = train_grpo(store, campaign, out, settings, tasks_dir=tasks, workers=workers, announce=announce)
     body = result.receipt["body"]

@@ -34,9 +34,11 @@ def check_output_path(path: str | Path, what: str = "output") -> Path:
 def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
     """Open a temp file beside ``path`` for binary writing; rename it over ``path`` only if the block succeeds.
 
-    On any error the temp file is removed and ``path`` is left as it was.
+    On any error the temp file is removed and ``path`` is left as it was, and so are its directories: those made
+    here (a run refused before its first cell, say) are removed again when nothing else was put in them.
     """
     target = check_output_path(path)
+    made = [d for d in target.parents if not d.exists()]  # deepest first
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.fchmod(fd, 0o644)  # mkstemp makes 0600; receipts and releases are meant to be read by others
@@ -49,6 +51,9 @@ def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             Path(tmp).unlink()
+        for d in made:
+            with contextlib.suppress(OSError):  # not empty (another writer's file): kept
+                d.rmdir()
         raise
 
 

@@ -472,6 +472,11 @@ def run_campaign(
             raise CampaignError("--new-name: expected a non-empty name")
         config = config.renamed(new_name.strip())
     registry = load_registry(config.registry)
+    # bad input before any work: an unknown model or a task bank that does not load is refused before the store
+    # (a fresh $EVALKIT_HOME's database) is made
+    for m in config.models:
+        registry.get(m)
+    select_tasks(config)
     deadlines = config.timeouts if timeouts is None else timeouts.over(config.timeouts)
     limits = SandboxLimits() if config.cpu_seconds is None else SandboxLimits(cpu_seconds=config.cpu_seconds)
 

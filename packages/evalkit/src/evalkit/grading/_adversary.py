@@ -52,7 +52,7 @@ from evalkit.grading._proposals import (
 from evalkit.grading._tasks import JSON, CallTest, CodeTask, Task, load_tasks, render_prompt
 from evalkit.wall import Sandbox, SandboxLimits
 from evalkit_core import ConfigError, digest
-from evalkit_core.models import BudgetExceeded, ModelClient, Request, SimContext
+from evalkit_core.models import BudgetExceeded, ModelClient, Request, SimContext, load_registry
 from evalkit_core.store import Store, utc_now
 
 __all__ = [
@@ -228,6 +228,15 @@ def mine_bank(
         if unknown:
             raise ConfigError(f"--task: {sorted(unknown)} not among the call-based code tasks of {tasks_dir}")
         tasks = [t for t in tasks if t.id in wanted]
+    # bad input before any work: a solver that cannot be, or a replay file that does not read, is refused before
+    # the store (a fresh $EVALKIT_HOME's database) is made
+    if solver != "reference" and not solver.startswith(("replay:", "model:")):
+        raise ConfigError(f"--solver must be 'reference', 'replay:FILE.jsonl' or 'model:<id>', got {solver!r}")
+    if solver.startswith("replay:"):
+        read_replay(Path(solver.removeprefix("replay:")), {t.id: t for t in tasks})
+    for spec in (solver, proposer):
+        if spec.startswith("model:"):
+            load_registry().get(spec.removeprefix("model:"))  # an unknown model: one line naming the known ones
     own_store = store is None
     db = store if store is not None else Store.open()
     try:

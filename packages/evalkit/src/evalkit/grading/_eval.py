@@ -443,6 +443,10 @@ def run_eval(
         raise ConfigError("--receipt needs --out: the receipt binds the results file")
     if solver != "reference" and not solver.startswith(("replay:", "model:")):
         raise ConfigError(f"--solver must be 'reference', 'replay:FILE.jsonl' or 'model:<id>', got {solver!r}")
+    if solver.startswith("model:"):  # an unknown model is refused before the store or any file is made
+        from evalkit_core.models import load_registry
+
+        load_registry().get(solver.removeprefix("model:"))
     if out is not None:
         check_output_path(out, "--out")
     if receipt is not None:

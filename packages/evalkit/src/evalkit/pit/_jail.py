@@ -48,6 +48,7 @@ from evalkit.wall import (
     WallPolicy,
     Zygote,
     describe_status,
+    refused_layers,
     release_uid_block,
     uid_block,
 )
@@ -294,7 +295,7 @@ class AgentJail:
         seccomp_text = (
             f"libseccomp filter: {len(zygote.denied)} syscalls refused, socket() of network families kills the process"
             if seccomp
-            else "NOT in effect: libseccomp not found"
+            else "NOT in effect: " + ("refused by EVALKIT_WALL_WITHOUT" if "seccomp" in refused_layers() else "libseccomp not found")
         )
         if netns and routes == 0:
             network = f"network namespace without routes (interfaces: {', '.join(interfaces) or 'none'}; measured from the host)"

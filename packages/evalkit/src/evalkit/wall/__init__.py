@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         Zygote,
         describe_status,
         launch_early,
+        refused_layers,
         release_uid_block,
         uid_block,
     )
@@ -61,6 +62,7 @@ _LAZY: dict[str, str] = {
     "describe_status": "evalkit.wall._zygote",
     "launch_early": "evalkit.wall._zygote",
     "open_sandbox": "evalkit.wall._sandbox",
+    "refused_layers": "evalkit.wall._zygote",
     "release_uid_block": "evalkit.wall._zygote",
     "tagged_decode": "evalkit.wall._codec",
     "tagged_encode": "evalkit.wall._codec",
@@ -90,6 +92,7 @@ __all__ = [
     "describe_status",
     "launch_early",
     "open_sandbox",
+    "refused_layers",
     "release_uid_block",
     "tagged_decode",
     "tagged_encode",

@@ -46,6 +46,7 @@ from evalkit.wall._zygote import (
     Zygote,
     adopt_early,
     describe_status,
+    refused_layers,
     release_uid_block,
     sandbox_payload_source,
     uid_block,
@@ -948,7 +949,13 @@ class Sandbox:
         bwrap = z.uses_bwrap
         namespaces = z.namespaces
         seccomp = z.seccomp_library is not None
-        why_bwrap = "left out by the caller" if "bwrap" in self.without else "bubblewrap is not installed"
+        why_bwrap = (
+            "left out by the caller"
+            if "bwrap" in self.without
+            else "refused by EVALKIT_WALL_WITHOUT"
+            if "bwrap" in refused_layers()
+            else "bubblewrap is not installed"
+        )
         if z.separate_uids:
             user = "own uid per job (no other running job shares it)"
         elif root:
@@ -979,7 +986,13 @@ class Sandbox:
             f"libseccomp filter: {len(z.denied)} syscalls refused, kill of other process groups refused"
             if seccomp
             else "NOT in effect: "
-            + ("left out by the caller" if "seccomp" in self.without else "libseccomp not found")
+            + (
+                "left out by the caller"
+                if "seccomp" in self.without
+                else "refused by EVALKIT_WALL_WITHOUT"
+                if "seccomp" in refused_layers()
+                else "libseccomp not found"
+            )
         )
         full = z.separate_uids and bwrap and namespaces and seccomp
         return Isolation(

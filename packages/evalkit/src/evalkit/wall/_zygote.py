@@ -202,6 +202,14 @@ def _seccomp_library() -> str | None:
     return None
 
 
+def refused_layers() -> frozenset[str]:
+    """The layers ``EVALKIT_WALL_WITHOUT`` (comma-separated: ``bwrap``, ``namespaces``, ``seccomp``) tells every wall of
+    this process and its children not to use, as if the machine lacked them: the tests' bare leg runs so. The
+    weaker wall is then measured, recorded and said like any other; other names are ignored."""
+    named = {w.strip() for w in os.environ.get("EVALKIT_WALL_WITHOUT", "").split(",")}
+    return frozenset(named & {"bwrap", "namespaces", "seccomp"})
+
+
 def _own_source(name: str) -> str:
     """The source of a module of this package, read as text for a zygote's command line (beside this file: a
     zipped install could not run the wall's ``python -c`` anyway, and ``importlib.resources`` alone costs a
@@ -298,9 +306,10 @@ class Zygote:
         self.policy = policy
         self._payload = payload_source
         self._label = label
-        self._use_bwrap = bwrap and shutil.which("bwrap") is not None
-        self._namespaces = namespaces and (os.geteuid() == 0 or self._use_bwrap)
-        self._seccomp = _seccomp_library() if seccomp else None
+        refused = refused_layers()
+        self._use_bwrap = bwrap and "bwrap" not in refused and shutil.which("bwrap") is not None
+        self._namespaces = namespaces and "namespaces" not in refused and (os.geteuid() == 0 or self._use_bwrap)
+        self._seccomp = _seccomp_library() if seccomp and "seccomp" not in refused else None
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
         self._launched: bool | None = None  # launched and not yet confirmed ready
