@@ -12,15 +12,16 @@ import json
 import math
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from functools import cache, lru_cache
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
+from functools import cache, lru_cache, partial
 from typing import Literal, cast
 
 import attrs
 
 from evalkit.grading._extract import ExtractionError, extract_code, extract_json, parse_json
 from evalkit.grading._tasks import JSON, Assertion, CallTest, CheckTest, CodeTask, StructuredTask, Task
-from evalkit.wall import Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun
+from evalkit.wall import Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun, host_error
 from evalkit_core import digest
 
 __all__ = [
@@ -47,8 +48,36 @@ Reason = Literal[
     "schema",
     "assertion",
     "infra_error",
+    "host_rejected_value",
 ]
 _ACTUAL_CHARS = 200
+_DETAIL_CHARS = 2000
+
+
+def safe_text(text: str, limit: int | None = None) -> str:
+    """``text`` as results can always write it: a lone surrogate (not Unicode: no UTF-8 encoder or canonical JSON
+    takes it) becomes its escape ``\\udxxx``, and with ``limit`` it is cut there (``…`` marks the cut). Other
+    characters (NUL, controls, bidi marks) stay: every JSON writer escapes what it must."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def _detail_text(text: str) -> str:
+    return safe_text(text, _DETAIL_CHARS)
+
+
+def _actual_text(text: str | None) -> str | None:
+    return None if text is None else safe_text(text)
+
+
+def _evidence(codes: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(codes)))
 
 
 @attrs.frozen
@@ -79,17 +108,23 @@ class TestVerdict:
     name: str
     passed: bool
     reason: Reason
-    detail: str = ""
-    actual: str | None = None
+    detail: str = attrs.field(default="", converter=_detail_text)
+    actual: str | None = attrs.field(default=None, converter=_actual_text)
+    # what the harness saw the candidate attempt (codes of evalkit.wall.EVIDENCE, never its text); for a hidden
+    # test, the codes of all hidden tests together (see _split)
+    evidence: tuple[str, ...] = attrs.field(default=(), converter=_evidence)
 
     def to_json(self) -> dict[str, JSON]:
-        return {
+        out: dict[str, JSON] = {
             "name": self.name,
             "passed": self.passed,
             "reason": self.reason,
             "detail": self.detail,
             "actual": self.actual,
         }
+        if self.evidence:
+            out["evidence"] = list(self.evidence)
+        return out
 
 
 @attrs.frozen
@@ -101,11 +136,14 @@ class Verdict:
     settings_digest: str
     public: tuple[TestVerdict, ...]
     hidden: tuple[TestVerdict, ...]
-    output: str = ""
+    output: str = attrs.field(default="", converter=safe_text)
     infra_error: str | None = None
     # the wall this verdict was made behind: "full", or which layers were missing ("weaker: ..."); a structured
     # verdict runs no code
     isolation: str = "none needed"
+    # the host's own exception while it handled this candidate's answer (type and place; see _contained): every
+    # test is then host_rejected_value
+    host_error: str | None = None
 
     @property
     def public_passed(self) -> int:
@@ -140,6 +178,7 @@ class Verdict:
             },
             "infra_error": self.infra_error,
             "isolation": self.isolation,
+            **({"host_error": self.host_error} if self.host_error is not None else {}),
         }
 
 
@@ -159,8 +198,8 @@ def json_equal(actual: object, expected: object, tolerance: float | None = None)
             return False
         a, e = cast("float", actual), cast("float", expected)
         if tolerance:
-            return math.isclose(a, e, rel_tol=tolerance, abs_tol=tolerance)
-        return a == e
+            return _close(a, e, tolerance)
+        return a == e  # exact for any int and float (Python compares them without converting)
     if expected is None or isinstance(expected, str):
         return type(actual) is type(expected) and actual == expected
     if isinstance(expected, list):
@@ -178,8 +217,41 @@ def json_equal(actual: object, expected: object, tolerance: float | None = None)
     return False
 
 
+def _exact(x: float) -> Fraction | None:
+    """``x`` as an exact fraction (an int of any size, a finite float), or None for a NaN or an infinity."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return Fraction(x)
+
+
+def _close(a: float, e: float, tolerance: float) -> bool:
+    """``math.isclose(a, e, rel_tol=tolerance, abs_tol=tolerance)`` for every int and float: an int beyond the
+    float range (``10**400``) makes ``isclose`` raise OverflowError, so such a pair is compared exactly instead."""
+    try:
+        return math.isclose(a, e, rel_tol=tolerance, abs_tol=tolerance)
+    except OverflowError:
+        fa, fe = _exact(a), _exact(e)
+        if fa is None or fe is None:
+            return a == e
+        tol = Fraction(tolerance)
+        return abs(fa - fe) <= max(tol * max(abs(fa), abs(fe)), tol)
+
+
+def _within(a: float, e: float, tolerance: float) -> bool:
+    """``abs(a - e) <= tolerance`` for every int and float (exactly when ``a - e`` overflows a float)."""
+    try:
+        return abs(a - e) <= tolerance
+    except OverflowError:
+        fa, fe = _exact(a), _exact(e)
+        return fa is not None and fe is not None and abs(fa - fe) <= Fraction(tolerance)
+
+
 def _short(value: JSON) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):  # an int past the digit limit cannot be written as text
+        text = f"<a {type(value).__name__} that cannot be shown>"
+    text = safe_text(text)
     return text if len(text) <= _ACTUAL_CHARS else text[: _ACTUAL_CHARS - 1] + "…"
 
 
@@ -187,6 +259,12 @@ def _short(value: JSON) -> str:
 
 
 def _code_test_verdict(
+    name: str, test: CallTest | CheckTest, run: TestRun, tolerance: float | None
+) -> TestVerdict:
+    return attrs.evolve(_code_test_outcome(name, test, run, tolerance), evidence=run.evidence)
+
+
+def _code_test_outcome(
     name: str, test: CallTest | CheckTest, run: TestRun, tolerance: float | None
 ) -> TestVerdict:
     status = run.status
@@ -214,14 +292,6 @@ def _code_test_verdict(
     return TestVerdict(name, False, "crash", f"no result ({status})")
 
 
-# Phrases the harness itself writes about what a candidate attempted (the audit tripwire's refusals, an exit, a
-# return value that is not data): evidence for the reward-hacking checks, never a test's expected value.
-_EVIDENCE = re.compile(
-    r"sandbox: [^\n]{0,160}? is not allowed|\b(?:SystemExit|KeyboardInterrupt)\b"
-    r"|a value of type \w+ cannot be returned \(only built-in data types\)"
-)
-
-
 def _hidden_key(task: Task) -> bytes:
     """The key of a task's hidden-verdict digests: the hidden tests themselves. A plain digest of a short text can be
     inverted by trying values (``digest('expected 4')``; a passed test's output is its expected value); keyed with
@@ -230,24 +300,31 @@ def _hidden_key(task: Task) -> bytes:
     return digest([t.to_json() for t in hidden]).encode()
 
 
-def _keyed(key: bytes, text: str) -> str:
-    return "hmac-sha256:" + hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+def _keyed(key: bytes, name: str, answer: str, text: str) -> str:
+    """The keyed digest of what a hidden test said, bound to the test and to the answer graded: two tests, or two
+    answers, that said the same thing get unrelated digests, so the digests tell no one (without the hidden tests)
+    anything, not even which hidden tests a candidate answered alike. The same answer gets the same digests."""
+    message = f"{name}\n{answer}\n{text}".encode("utf-8", "backslashreplace")
+    return "hmac-sha256:" + hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
-def _redact(verdict: TestVerdict, key: Callable[[], bytes]) -> TestVerdict:
-    """A hidden test's verdict as results and receipts may show it: the reason, keyed digests (see
-    :func:`_hidden_key`) in place of what the candidate returned and of the detail (which can hold an expected
-    value or a check's message), and the harness's own words about what the candidate attempted, if any. Public
-    tests are shown whole. ``key`` gives the task's key, made only when there is something to withhold (a passed
-    check has neither detail nor output)."""
-    if not verdict.name.startswith("hidden/") or (not verdict.detail and verdict.actual is None):
+def _redact(verdict: TestVerdict, key: Callable[[], bytes], answer: str, evidence: tuple[str, ...]) -> TestVerdict:
+    """A hidden test's verdict as results and receipts may show it: its reason, keyed digests (see :func:`_keyed`)
+    in place of what the candidate returned and of the detail (which can hold an expected value, a check's
+    message, or anything the candidate wrote), and the evidence codes of all hidden tests together (``evidence``):
+    nothing the candidate chose per hidden test but its reason. Public tests are shown whole. ``key`` gives the
+    task's key, made only when there is something to withhold (a passed check has neither detail nor output)."""
+    if not verdict.name.startswith("hidden/"):
         return verdict
-    detail = f"{verdict.reason} (hidden test: detail withheld, {_keyed(key(), verdict.detail)})" if verdict.detail else ""
-    evidence = _EVIDENCE.search(verdict.detail) if verdict.reason != "wrong_answer" else None
-    if evidence is not None:
-        detail += f"; {evidence.group(0)}"
-    actual = None if verdict.actual is None else _keyed(key(), verdict.actual)
-    return attrs.evolve(verdict, detail=detail, actual=actual)
+    if not verdict.detail and verdict.actual is None:
+        return attrs.evolve(verdict, evidence=evidence)
+    detail = (
+        f"{verdict.reason} (hidden test: detail withheld, {_keyed(key(), verdict.name, answer, verdict.detail)})"
+        if verdict.detail
+        else ""
+    )
+    actual = None if verdict.actual is None else _keyed(key(), verdict.name, answer, verdict.actual)
+    return attrs.evolve(verdict, detail=detail, actual=actual, evidence=evidence)
 
 
 def _names(task: CodeTask | StructuredTask) -> list[str]:
@@ -266,24 +343,54 @@ def _split(
     verdicts: Sequence[TestVerdict],
     output: str = "",
     infra: str | None = None,
+    *,
+    answer: str,
 ) -> Verdict:
     n_public = len(task.public_tests) if isinstance(task, CodeTask) else len(task.public_assertions)
     key = cache(lambda: _hidden_key(task))  # made on first need, once
+    hidden = verdicts[n_public:]
+    evidence = _evidence(code for v in hidden for code in v.evidence)
+    answer_digest = digest(safe_text(answer))
     return Verdict(
         task_id=task.id,
         task_digest=task.digest,
         settings_digest=settings.digest,
         public=tuple(verdicts[:n_public]),
-        hidden=tuple(_redact(v, key) for v in verdicts[n_public:]),
+        hidden=tuple(_redact(v, key, answer_digest, evidence) for v in hidden),
         output=output,
         infra_error=infra,
     )
 
 
 def _all_failed(
-    task: Task, settings: VerifierSettings, reason: Reason, detail: str, infra: str | None = None
+    task: Task,
+    settings: VerifierSettings,
+    reason: Reason,
+    detail: str,
+    infra: str | None = None,
+    *,
+    answer: str,
+    evidence: tuple[str, ...] = (),
 ) -> Verdict:
-    return _split(task, settings, [TestVerdict(n, False, reason, detail) for n in _names(task)], infra=infra)
+    verdicts = [TestVerdict(n, False, reason, detail, evidence=evidence) for n in _names(task)]
+    return _split(task, settings, verdicts, infra=infra, answer=answer)
+
+
+def _contained(task: Task, settings: VerifierSettings, answer: str, make: Callable[[], Verdict]) -> Verdict:
+    """The one containment point of a verdict's host-side work (extraction, comparison, digests): an exception the
+    host raises while it handles this answer is this answer's failing verdict (every test ``host_rejected_value``),
+    never the end of the run. It is recorded in :attr:`Verdict.host_error` (type and place, not the message, which
+    may quote the candidate's values), so a harness bug still shows; KeyboardInterrupt and SystemExit go through."""
+    try:
+        return make()
+    except Exception as exc:
+        return _host_rejected(task, settings, answer, host_error(exc))
+
+
+def _host_rejected(task: Task, settings: VerifierSettings, answer: str, where: str) -> Verdict:
+    detail = "the host could not handle this candidate's answer (recorded as this candidate's failure)"
+    verdict = _all_failed(task, settings, "host_rejected_value", detail, answer=answer)
+    return attrs.evolve(verdict, host_error=where)
 
 
 def _job(task: CodeTask, source: str) -> SandboxJob:
@@ -296,21 +403,23 @@ def _job(task: CodeTask, source: str) -> SandboxJob:
     return SandboxJob(source=source, entry_point=task.entry_point, tests=tuple(inputs))
 
 
-def _code_verdict(task: CodeTask, settings: VerifierSettings, run: SandboxRun) -> Verdict:
+def _code_verdict(task: CodeTask, settings: VerifierSettings, run: SandboxRun, answer: str) -> Verdict:
     names = _names(task)
+    if run.host_error is not None:
+        return _host_rejected(task, settings, answer, run.host_error)
     if run.infra_error is not None:
-        return _all_failed(task, settings, "infra_error", run.infra_error, infra=run.infra_error)
+        return _all_failed(task, settings, "infra_error", run.infra_error, infra=run.infra_error, answer=answer)
     if run.load_status != "ok":
         reason: Reason = {"timeout": "timeout", "crash": "crash"}.get(run.load_status, "exception")  # type: ignore[assignment]
         detail = f"while loading the candidate: {run.load_error}"
-        verdicts = [TestVerdict(n, False, reason, detail) for n in names]
-        return _split(task, settings, verdicts, output=run.output)
+        verdicts = [TestVerdict(n, False, reason, detail, evidence=run.load_evidence) for n in names]
+        return _split(task, settings, verdicts, output=run.output, answer=answer)
     tests = (*task.public_tests, *task.hidden_tests)
     verdicts = [
         _code_test_verdict(n, t, r, task.float_tolerance)
         for n, t, r in zip(names, tests, run.tests, strict=True)
     ]
-    return _split(task, settings, verdicts, output=run.output)
+    return _split(task, settings, verdicts, output=run.output, answer=answer)
 
 
 # --------------------------------------------------------------------------------------------- structured
@@ -403,7 +512,7 @@ def check_assertion(document: JSON, assertion: Assertion) -> str | None:
             return f"{where}: expected a number near {value}, got {_json_type(actual)}"
         tol = assertion.tolerance or 0.0
         a, e = cast("float", actual), cast("float", value)
-        return None if abs(a - e) <= tol else f"{where}: expected {value} ± {tol:g}, got {_short(actual)}"
+        return None if _within(a, e, tol) else f"{where}: expected {value} ± {tol:g}, got {_short(actual)}"
     return f"{where}: unknown assertion {op!r}"  # pragma: no cover - the loader refuses unknown ops
 
 
@@ -421,12 +530,12 @@ def schema_errors(document: JSON, schema: Mapping[str, JSON]) -> list[str]:
     return out
 
 
-def _structured_verdict(task: StructuredTask, settings: VerifierSettings, document: JSON) -> Verdict:
+def _structured_verdict(task: StructuredTask, settings: VerifierSettings, document: JSON, answer: str) -> Verdict:
     errors = schema_errors(document, task.schema)
     names = _names(task)
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return _all_failed(task, settings, "schema", f"schema: {errors[0]}{more}")
+        return _all_failed(task, settings, "schema", f"schema: {errors[0]}{more}", answer=answer)
     verdicts: list[TestVerdict] = []
     for name, a in zip(names, (*task.public_assertions, *task.hidden_assertions), strict=True):
         problem = check_assertion(document, a)
@@ -435,7 +544,7 @@ def _structured_verdict(task: StructuredTask, settings: VerifierSettings, docume
         verdicts.append(
             TestVerdict(name, problem is None, "ok" if problem is None else "assertion", problem or "", shown)
         )
-    return _split(task, settings, verdicts)
+    return _split(task, settings, verdicts, answer=answer)
 
 
 # --------------------------------------------------------------------------------------------- entry points
@@ -461,31 +570,42 @@ def grade_many(
     job_index: list[int] = []
     for i, (task, text) in enumerate(items):
         if isinstance(task, StructuredTask):
-            try:
-                document = extract_json(text) if extract else parse_json(text)
-            except ExtractionError as exc:
-                out[i] = _all_failed(task, settings, "no_json", str(exc))
-            else:
-                out[i] = _structured_verdict(task, settings, document)
+            out[i] = _contained(task, settings, text, partial(_structured, task, settings, text, extract=extract))
             tick()
             continue
         try:
             source = extract_code(text, task.entry_point) if extract else text
+            job = _job(task, source)
         except ExtractionError as exc:
-            out[i] = _all_failed(task, settings, "no_code", str(exc))
+            out[i] = _contained(
+                task, settings, text, partial(_all_failed, task, settings, "no_code", str(exc), answer=text)
+            )
             tick()
             continue
-        jobs.append(_job(task, source))
+        except Exception as exc:
+            out[i] = _host_rejected(task, settings, text, host_error(exc))
+            tick()
+            continue
+        jobs.append(job)
         job_index.append(i)
     isolation = ""
     if jobs:
         iso = sandbox.isolation
         isolation = "full" if iso.full else "weaker: " + "; ".join(iso.weaker)
-    for i, run in zip(job_index, sandbox.run_many(jobs, on_done=tick), strict=True):
-        task = items[i][0]
+    for i, run in zip(job_index, sandbox.run_many(jobs, on_done=tick) if jobs else [], strict=True):
+        task, text = items[i]
         assert isinstance(task, CodeTask)
-        out[i] = attrs.evolve(_code_verdict(task, settings, run), isolation=isolation)
+        verdict = _contained(task, settings, text, partial(_code_verdict, task, settings, run, text))
+        out[i] = attrs.evolve(verdict, isolation=isolation)
     return [v for v in out if v is not None]
+
+
+def _structured(task: StructuredTask, settings: VerifierSettings, text: str, *, extract: bool) -> Verdict:
+    try:
+        document = extract_json(text) if extract else parse_json(text)
+    except ExtractionError as exc:
+        return _all_failed(task, settings, "no_json", str(exc), answer=text)
+    return _structured_verdict(task, settings, document, text)
 
 
 def _counter(total: int, progress: Callable[[int, int], None] | None) -> Callable[[], None]:

@@ -10,22 +10,28 @@ import fcntl
 import os
 import select
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import cast
 
+import attrs
+
 from evalkit.wall._codec import TaggedError, tagged_decode, tagged_to_json
+from evalkit.wall._evidence import evidence_codes
 from evalkit.wall._jobs import JSON, MAX_MESSAGE, LoadStatus, SandboxRun, TestRun
 from evalkit.wall._zygote import describe_status
 
 __all__ = [
+    "LOAD_ARITY",
     "Exchange",
     "Reader",
     "call_result",
     "check_result",
     "decode_reply",
     "drain",
+    "exit_evidence",
     "infra_run",
     "monotonic",
+    "split_evidence",
     "status_verdict",
     "text_of",
     "write_all",
@@ -197,10 +203,34 @@ def status_verdict(status: int | None) -> tuple[LoadStatus, str]:
     return "crash", describe_status(status)
 
 
+def exit_evidence(status: int | None) -> tuple[str, ...]:
+    """``("exit",)`` when the kernel says the job's process ended itself (an exit code, not a signal)."""
+    return ("exit",) if status is not None and os.WIFEXITED(status) else ()
+
+
+def split_evidence(msg: list[object], arity: Mapping[str, int]) -> tuple[list[object], tuple[str, ...]]:
+    """A reply without its evidence codes (its last element, when it has one more than ``arity`` says), and the
+    known codes in it (see :mod:`evalkit.wall._evidence`)."""
+    base = arity.get(msg[0], -1) if isinstance(msg[0], str) else -1
+    if len(msg) == base + 1:
+        return msg[:-1], evidence_codes(msg[-1])
+    return msg, ()
+
+
+_CALL_ARITY = {"value": 2, "raised": 3, "unplain": 2, "timeout": 1}
+_CHECK_ARITY = {"done": 1, "raised": 3, "check_error": 3, "candidate_timeout": 1, "unplain": 2, "candidate_gone": 1}
+LOAD_ARITY = {"ok": 2, "timeout": 2, "missing": 3, "raised": 4, "gone": 2}
+
+
 def call_result(raw: bytes) -> TestRun:
     msg = decode_reply(raw)
     if msg is None:
         return TestRun("bad_return", error="the reply is not a tagged JSON value (too large, too deep or garbled)")
+    msg, evidence = split_evidence(msg, _CALL_ARITY)
+    return attrs.evolve(_call_run(msg), evidence=evidence)
+
+
+def _call_run(msg: list[object]) -> TestRun:
     kind = msg[0]
     if kind == "value" and len(msg) == 2:
         try:
@@ -223,6 +253,14 @@ def check_result(raw: bytes | None, candidate_exit: int | None, checker_exit: in
         # memory, say) ended it; the candidate's own end says more when it ended first
         verdict = status_verdict(checker_exit)
         return TestRun("crash", error=f"the check could not finish: {verdict[1]}")
+    msg, evidence = split_evidence(msg, _CHECK_ARITY)
+    run = _check_run(msg, candidate_exit)
+    if msg[0] == "candidate_gone":
+        evidence = tuple(sorted({*evidence, *exit_evidence(candidate_exit)}))
+    return attrs.evolve(run, evidence=evidence)
+
+
+def _check_run(msg: list[object], candidate_exit: int | None) -> TestRun:
     kind = msg[0]
     if kind == "done":
         return TestRun("done")

@@ -155,6 +155,8 @@ class TestRun:
     value: JSON = None
     error_type: str = ""
     error: str = ""
+    # what the harness saw it attempt: codes of evalkit.wall._evidence, never the candidate's text
+    evidence: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -165,3 +167,8 @@ class SandboxRun:
     output: str = ""
     output_truncated: bool = False
     infra_error: str | None = None
+    # the evidence codes of loading (see TestRun.evidence)
+    load_evidence: tuple[str, ...] = ()
+    # an exception of the host's own while it handled this job's replies: the job's failure, recorded (the type and
+    # where it was raised; never the candidate's text)
+    host_error: str | None = None

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Self
 
+from evalkit.wall._hosterror import host_error
 from evalkit.wall._jobs import JSON, Isolation, SandboxJob, SandboxLimits, SandboxRun, TestRun
 from evalkit.wall._worker import Worker
 from evalkit.wall._zygote import WallError, release_uid_block, uid_block
@@ -206,6 +207,16 @@ class Sandbox:
         worker = self._free.get()
         try:
             return worker.run(job)
+        except Exception as exc:
+            # Whatever the host raised while it handled this job's replies is this job's failure, not the run's: the
+            # worker is proved again before its next job, and the exception's type and place are recorded.
+            worker.checked = False
+            return SandboxRun(
+                tests=tuple(TestRun("not_run") for _ in job.tests),
+                load_status="crash",
+                load_error="the host could not handle this candidate's output",
+                host_error=host_error(exc),
+            )
         finally:
             self._free.put(worker)
 

@@ -13,12 +13,15 @@ from typing import Protocol, cast
 import attrs
 
 from evalkit.wall._codec import tagged_encode
+from evalkit.wall._evidence import evidence_codes
 from evalkit.wall._exchange import (
+    LOAD_ARITY,
     Exchange,
     call_result,
     check_result,
     decode_reply,
     drain,
+    exit_evidence,
     infra_run,
     monotonic,
     status_verdict,
@@ -89,6 +92,7 @@ class Worker:
         self._checker_sock: socket.socket | None = None
         self._checker_exit: int | None = None
         self._spare: Spare | None = None
+        self.load_evidence: tuple[str, ...] = ()  # of the last load outcome read (see _load_outcome)
 
     def _zygote(self, *, namespaces: bool) -> Zygote:
         without = self._box.without
@@ -146,6 +150,7 @@ class Worker:
         output = bytearray()
         total_output = 0
         load: tuple[LoadStatus, str] | None = None
+        load_evidence: tuple[str, ...] = ()
         i = 0
         while i < n:
             test = job.tests[i]
@@ -161,9 +166,14 @@ class Worker:
             if status != "ok":
                 if i == 0 or load is None:
                     load = (status, detail)
+                    load_evidence = self.load_evidence
                     break
                 # loading failed now, after it worked for an earlier test: that test's verdict
-                results[i] = TestRun("crash" if status == "crash" else "raised", error=f"while loading: {detail}")
+                results[i] = TestRun(
+                    "crash" if status == "crash" else "raised",
+                    error=f"while loading: {detail}",
+                    evidence=self.load_evidence,
+                )
                 i += 1
                 continue
             load = load or ("ok", "")
@@ -181,6 +191,7 @@ class Worker:
             load_error=load[1],
             output=output.decode("utf-8", "replace"),
             output_truncated=total_output > limits.output_bytes,
+            load_evidence=load_evidence,
         )
 
     def _attempt(
@@ -211,24 +222,30 @@ class Worker:
         return (tagged_encode(body) + "\n").encode()
 
     def _load_outcome(self, line: bytes | None, *, timed_out: bool, exit_status: int | None) -> tuple[LoadStatus, str]:
-        """What loading came to, from the candidate's first message (or its absence)."""
+        """What loading came to, from the candidate's first message (or its absence); its evidence codes are left in
+        :attr:`load_evidence`."""
+        self.load_evidence = ()
         if line is not None:
             msg = decode_reply(line)
             if msg is None or msg[0] != "loaded" or len(msg) < 2:
                 return "crash", "the candidate's process wrote garbage where its load status belongs"
+            if len(msg) == LOAD_ARITY.get(msg[1] if isinstance(msg[1], str) else "", -1) + 1:
+                self.load_evidence = evidence_codes(msg[-1])
+                msg = msg[:-1]
             kind = msg[1]
             if kind == "ok":
                 return "ok", ""
             if kind == "timeout":
                 return "timeout", f"CPU limit ({self._box.limits.cpu_seconds:g}s) exceeded while loading"
             if kind == "missing":
-                return "missing", text_of(msg[2]) if len(msg) > 2 else "missing entry point"
+                return "missing", text_of(msg[2])[:300] if len(msg) > 2 else "missing entry point"
             if kind == "raised" and len(msg) >= 4:
-                return "raised", f"{text_of(msg[2])}: {text_of(msg[3])}"
+                return "raised", f"{text_of(msg[2])[:100]}: {text_of(msg[3])[:300]}"
             if kind != "gone":
                 return "crash", "the candidate's process wrote an unknown load status"
         if timed_out:
             return "timeout", f"wall clock ({self._box.limits.wall:g}s) exceeded while loading"
+        self.load_evidence = exit_evidence(exit_status)
         return status_verdict(exit_status)
 
     def _calls(self, job: SandboxJob, group: list[int]) -> tuple[list[TestRun], LoadStatus, str, bytes, int]:
@@ -295,7 +312,9 @@ class Worker:
                 outcome = self._load_outcome(None, timed_out=not loaded, exit_status=exit_status)
             if runs and runs[-1].status == "crash" and not runs[-1].error:
                 verdict = status_verdict(exit_status)
-                runs[-1] = TestRun("timeout" if verdict[0] == "timeout" else "crash", error=verdict[1])
+                runs[-1] = TestRun(
+                    "timeout" if verdict[0] == "timeout" else "crash", error=verdict[1], evidence=exit_evidence(exit_status)
+                )
             return runs, outcome[0], outcome[1], bytes(out.buf), out.total
         finally:
             if spawned is not None:

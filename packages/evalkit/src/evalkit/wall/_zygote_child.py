@@ -252,6 +252,7 @@ def _child_setup(req: dict[str, object], fds: list[int], settings: dict[str, obj
         _mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
         for masked in _PROC_MASKED:  # what names the host or its boot, which no job needs: empty
             _mount(b"/dev/null", masked, None, _MS_BIND, None)
+            _mount(b"none", masked, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
         owner = f",uid={uid},gid={uid}" if isinstance(uid, int) else ""
         size = int(req.get("disk_bytes") or 16 << 20)  # type: ignore[arg-type]
         data = f"size={size},nr_inodes=4096,mode=0700{owner}".encode()
