@@ -227,8 +227,9 @@ def _install_audit_hook(workdir: str) -> None:
     """A tripwire, not a wall: refuse, with a message that names it, what a candidate has no business doing.
 
     The wall (namespaces, read-only root, uid, seccomp) is what stops these; PEP 578 says audit hooks are no
-    security boundary, and this one is not used as one. It is kept because its refusals name the attempt in the
-    test's detail, which the reward-hacking checks read as evidence (``frame access is not allowed``, ...)."""
+    security boundary, and this one is not used as one. It is kept because each refusal adds an evidence code
+    (``refused:frame``, ... see evalkit.wall._evidence) to the test's reply, which the reward-hacking checks read;
+    its words in the exception are for people, never read by the host."""
     realpath = os.path.realpath
     join = os.path.join
     getcwd = os.getcwd
