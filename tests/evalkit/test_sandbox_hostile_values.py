@@ -340,3 +340,23 @@ def test_an_exception_in_a_verdicts_host_side_work_is_that_candidates_failure(mo
     assert failed.host_error.startswith("ArithmeticError at test_sandbox_hostile_values.py:")
     assert "boom" not in json.dumps(failed.to_json())
     assert failed.to_json()["host_error"] == failed.host_error
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [lambda v: [v], lambda v: (v,), lambda v: frozenset({v}), lambda v: {0: v}, lambda v: [complex(1, 2), b"x", v]],
+    ids=["list", "tuple", "frozenset", "dict", "mixed"],
+)
+def test_what_the_encoder_admits_the_decoder_reads(wrap: Any) -> None:
+    """At every nesting around the cap, and for every container (a tag's own brackets counted), encoding succeeds
+    exactly when the text decodes; inside a reply's brackets (``outer=1``) likewise."""
+    for outer in (0, 1):
+        for n in range(20, 110):
+            value: object = None
+            for _ in range(n):
+                value = wrap(value)
+            try:
+                text = tagged_encode(value, outer=outer)
+            except TaggedError:
+                continue
+            tagged_decode("[" * outer + text + "]" * outer)

@@ -62,7 +62,7 @@ if typing.TYPE_CHECKING:  # at run time the codec's and the zygote's sources com
 
     def _child_signal(signum: int, handler: object) -> None: ...
 
-    def tagged_encode(value: object) -> str: ...
+    def tagged_encode(value: object, *, outer: int = ...) -> str: ...
 
     def tagged_decode(text: str | bytes, *, max_bytes: int = ...) -> typing.Any: ...
 
@@ -194,11 +194,8 @@ _EVENT_CODES = {
     **dict.fromkeys(("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty"), "refused:process"),
     **dict.fromkeys(("subprocess.Popen", "pty.spawn"), "refused:process"),
     **dict.fromkeys(("os.kill", "os.killpg", "signal.pthread_kill"), "refused:kill"),
-    **dict.fromkeys(
-        ("sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "object.__getattr__"),
-        "refused:frame",
-    ),
-    **dict.fromkeys(("sys.settrace", "sys.setprofile"), "refused:frame"),
+    **dict.fromkeys(("sys._current_frames", "sys.settrace", "sys.setprofile", "object.__getattr__"), "refused:frame"),
+    **dict.fromkeys(("gc.get_objects", "gc.get_referrers", "gc.get_referents"), "refused:frame"),
 }
 _EXITS = (SystemExit, KeyboardInterrupt)
 
@@ -274,7 +271,6 @@ def _install_audit_hook(workdir: str) -> None:
             raise PermissionError(f"sandbox: {event} outside the sandbox directory is not allowed")
 
     sys.addaudithook(hook)
-
 
 
 def _open_streams() -> tuple[typing.TextIO, typing.TextIO]:
@@ -367,7 +363,7 @@ def _candidate_main(_settings: dict[str, object], _args: dict[str, object]) -> N
             finally:
                 _disarm()
             try:
-                reply = '["value",' + encode(result) + "]"
+                reply = '["value",' + encode(result, outer=1) + "]"  # inside the reply's brackets
             except BaseException as exc:
                 why = _error_text(exc)[1]
                 if why.endswith("(only built-in data types)"):  # the codec's own refusal of an object
