@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from evalkit.wall import Sandbox, SandboxJob, SandboxLimits, WallPolicy, Zygote
-from evalkit.wall import _zygote as zygote_module
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("bwrap") is None,
@@ -122,22 +121,32 @@ def test_the_pit_jail_gets_the_same_identity() -> None:
         jail.close()
 
 
-def test_bwrap_reachable_only_through_a_path_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kind", ["symlink", "wrapper"])
+def test_bwrap_reachable_only_through_a_path_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Bubblewrap on the caller's PATH only (a directory in tmp): the wall resolves it there and starts it by that
+    absolute path, not by name under the jail's own PATH. The wrapper records that it was the one started."""
     real = shutil.which("bwrap")
     assert real is not None
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "bwrap").symlink_to(real)
+    mark = tmp_path / "started"
+    if kind == "symlink":
+        (bin_dir / "bwrap").symlink_to(real)
+    else:
+        (bin_dir / "bwrap").write_text(f'#!/bin/sh\necho started >> {mark}\nexec {real} "$@"\n')
+        (bin_dir / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
-    zygote_module._bwrap_path.cache_clear()
-    try:
-        assert shutil.which("bwrap") == str(bin_dir / "bwrap")
-        with Sandbox(LIMITS, workers=1) as sandbox:
-            assert sandbox.isolation.full, sandbox.isolation
-            run = sandbox.run(SandboxJob("import os\ndef f(x):\n    return [x * 2, os.uname().nodename]\n", "f", ({"args": [21]},)))
-            assert run.tests[0].value == [42, "evalkit-jail"]
-    finally:
-        zygote_module._bwrap_path.cache_clear()
+    assert shutil.which("bwrap") == str(bin_dir / "bwrap")
+    zygote = Zygote(WallPolicy(), "PAYLOADS = {}\n", label="identity-path")
+    assert zygote.uses_bwrap
+    zygote.start()
+    zygote.stop()
+    if kind == "wrapper":
+        assert mark.read_text() == "started\n"
+    with Sandbox(LIMITS, workers=1, without=frozenset()) as sandbox:
+        assert sandbox.isolation.full, sandbox.isolation
+        job = SandboxJob("import os\ndef f(x):\n    return [x * 2, os.uname().nodename]\n", "f", ({"args": [21]},))
+        assert sandbox.run(job).tests[0].value == [42, "evalkit-jail"]
 
 
 def test_bwrap_that_cannot_start_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,12 +157,8 @@ def test_bwrap_that_cannot_start_is_one_line(tmp_path: Path, monkeypatch: pytest
     fake.write_text("#!/bin/sh\nexit 0\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
-    zygote_module._bwrap_path.cache_clear()
-    try:
-        zygote = Zygote(WallPolicy(), "PAYLOADS = {}\n", label="identity-test")
-        fake.chmod(0o644)
-        with pytest.raises(OSError, match=r"^cannot start the wall's jail: .*/bin/bwrap: Permission denied$"):
-            zygote.start()
-        zygote.stop()
-    finally:
-        zygote_module._bwrap_path.cache_clear()
+    zygote = Zygote(WallPolicy(), "PAYLOADS = {}\n", label="identity-test")
+    fake.chmod(0o644)
+    with pytest.raises(OSError, match=r"^cannot start the wall's jail: .*/bin/bwrap: Permission denied$"):
+        zygote.start()
+    zygote.stop()

@@ -278,12 +278,11 @@ def _strip_future(source: str) -> str:
     return "\n".join("" if ln.startswith("from __future__ import") else ln for ln in source.splitlines())
 
 
-@cache
 def _bwrap_path() -> str | None:
-    """Where bubblewrap is, resolved once from the caller's ``PATH`` to an absolute path (the jail is then started by
-    that path: the environment it starts under has a ``PATH`` of its own), or None when it is not there."""
+    """Where bubblewrap is, resolved from the caller's ``PATH`` to an absolute path once per zygote (the jail is then
+    started by that path: the environment it starts under has a ``PATH`` of its own), or None when it is not there."""
     found = shutil.which("bwrap")
-    return str(Path(found).resolve()) if found is not None else None
+    return str(Path(found).absolute()) if found is not None else None
 
 
 def _popen(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
