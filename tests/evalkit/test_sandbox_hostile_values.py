@@ -360,3 +360,36 @@ def test_what_the_encoder_admits_the_decoder_reads(wrap: Any) -> None:
             except TaggedError:
                 continue
             tagged_decode("[" * outer + text + "]" * outer)
+
+
+@pytest.mark.skipif(not FULL_WALL, reason="runs jobs behind the full wall: root and bubblewrap")
+def test_an_exception_while_the_host_reads_one_jobs_replies_is_that_jobs_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox's containment point: a host exception while it handles one job (forced here in the reading of its
+    replies) fails that job, recorded with its type and place; the worker is proved again and the next jobs pass."""
+    from evalkit import CallTest, CodeTask, Sandbox, SandboxLimits, TypeSpec, grade_many
+    from evalkit.wall import _worker
+
+    real = _worker.call_result
+
+    def brittle(raw: bytes) -> Any:
+        if b"boom" in raw:
+            raise OverflowError("a message quoting the candidate: boom")
+        return real(raw)
+
+    monkeypatch.setattr(_worker, "call_result", brittle)
+    task = CodeTask(
+        id="code/double/001", description="", entry_point="f", signature="def f(x):", arg_types=(TypeSpec("int"),),
+        return_type=TypeSpec("int"), float_tolerance=None, public_tests=(CallTest((1,), {}, 2),),
+        hidden_tests=(CallTest((2,), {}, 4),), reference="", digest="sha256:" + "0" * 64, raw={},
+    )
+    honest = "def f(x):\n    return 2 * x\n"
+    with Sandbox(SandboxLimits(cpu_seconds=1.0, wall_seconds=4.0), workers=1) as box:
+        verdicts = grade_many(
+            [(task, honest), (task, "def f(x):\n    return 'boom'\n"), (task, honest)], box, extract=False
+        )
+    assert [v.all_public and v.all_hidden for v in verdicts] == [True, False, True]
+    failed = verdicts[1]
+    assert {t.reason for t in (*failed.public, *failed.hidden)} == {"host_rejected_value"}
+    assert failed.host_error is not None
+    assert failed.host_error.startswith("OverflowError at test_sandbox_hostile_values.py:")
+    assert "boom" not in json.dumps(failed.to_json())
