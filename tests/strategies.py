@@ -354,3 +354,60 @@ def python_expressions(draw: st.DrawFn) -> str:
     depth = draw(st.integers(1, 20))
     lines = [" " * i + "if x:" for i in range(depth)]
     return "\n".join([*lines, " " * depth + f"y = {expr}"]) + "\n"
+
+
+# --- hostile values a candidate can hand the host (issue 29): every value the codec admits -----------------------
+
+_SURROGATE_TEXT = st.lists(
+    st.one_of(
+        st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),  # lone surrogates
+        st.characters(max_codepoint=0x1F),  # control characters, NUL among them
+        st.sampled_from(["\u202e", "\u2066", "\u200f", "\ufeff", "\x7f", "\u2028"]),  # bidi, BOM, DEL, line sep
+        st.characters(),
+    ),
+    max_size=12,
+).map("".join)
+hostile_strings = st.one_of(
+    _SURROGATE_TEXT,
+    st.sampled_from(["\ud800", "\udfff" * 3, "a\x00b", "x" * 70_000, "\n" * 1000, "\u202eevil"]),
+)
+hostile_ints = st.one_of(
+    st.integers(),
+    st.integers(min_value=300, max_value=3999).map(lambda k: 10**k),  # past every float, within the codec
+    st.integers(min_value=300, max_value=3999).map(lambda k: -(10**k) + 1),
+    st.sampled_from([2**1024, -(2**1024), 2**53 + 1, (2**61 - 1) * 7]),
+)
+hostile_floats = st.one_of(
+    st.floats(),  # NaN and infinities included
+    st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0, 5e-324, -5e-324, 2.2250738585072014e-308,
+                     1.7976931348623157e308]),
+)
+_hostile_leaves = st.one_of(
+    st.none(), st.booleans(), hostile_ints, hostile_floats, hostile_strings,
+    st.binary(max_size=16), st.complex_numbers(), st.builds(bytearray, st.binary(max_size=8)),
+)
+_hostile_hashable = st.one_of(st.none(), st.booleans(), hostile_ints, st.floats(allow_nan=False), hostile_strings)
+
+
+def _nest(value: object, depth: int) -> object:
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+hostile_values = st.one_of(
+    st.recursive(
+        _hostile_leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4),
+            st.lists(inner, max_size=4).map(tuple),
+            st.sets(_hostile_hashable, max_size=4),
+            st.frozensets(_hostile_hashable, max_size=4),
+            st.dictionaries(_hostile_hashable, inner, max_size=4),
+        ),
+        max_leaves=12,
+    ),
+    st.builds(_nest, _hostile_leaves, st.integers(min_value=90, max_value=110)),  # around the codec's depth cap
+    st.integers(min_value=1, max_value=60_000).map(lambda n: list(range(n))),  # wide
+    st.integers(min_value=1, max_value=3000).map(lambda n: {str(i): [i, float(i)] for i in range(n)}),
+)

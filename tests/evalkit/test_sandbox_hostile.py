@@ -59,7 +59,8 @@ from evalkit import (
     grade_many,
 )
 from evalkit.wall._codec import TaggedError, tagged_decode
-from evalkit.wall._sandbox import SandboxJob, _call_result, user_processes
+from evalkit.wall._exchange import call_result as _call_result
+from evalkit.wall._sandbox import SandboxJob, user_processes
 from evalkit.wall._zygote import WallError
 from evalkit_core import digest
 

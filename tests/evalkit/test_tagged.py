@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evalkit.wall._codec import MAX_DEPTH, TaggedError, tagged_decode, tagged_encode, tagged_to_json
-from evalkit.wall._sandbox import _call_result, _check_result
+from evalkit.wall._exchange import call_result as _call_result
+from evalkit.wall._exchange import check_result as _check_result
 from strategies import hostile_texts, wall_values
 
 

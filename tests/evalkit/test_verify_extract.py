@@ -20,7 +20,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from evalkit import ExtractionError, extract_code, extract_json
-from evalkit.grading._extract import _MAX_JSON_DEPTH, _MAX_PY_NESTING, _bindings, _fenced, _scan_python
+from evalkit.grading._extract import _bindings
+from evalkit.grading._extract_blocks import fenced as _fenced
+from evalkit.grading._extract_json import MAX_JSON_DEPTH as _MAX_JSON_DEPTH
+from evalkit.grading._pyscan import MAX_PY_NESTING as _MAX_PY_NESTING
+from evalkit.grading._pyscan import scan_python as _scan_python
 from strategies import (
     adversarial_texts,
     completions,

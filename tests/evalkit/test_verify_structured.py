@@ -63,7 +63,8 @@ def test_each_failure_names_pointer_and_expectation(person, sandbox):
     key = digest([a.to_json() for a in person.hidden_assertions]).encode()
     for i, text in enumerate(said):
         if text:
-            keyed = "hmac-sha256:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+            message = f"hidden/{i}\n{digest(json.dumps(doc))}\n{text}".encode()  # bound to the test and answer
+            keyed = "hmac-sha256:" + hmac.new(key, message, hashlib.sha256).hexdigest()
             assert failed[f"hidden/{i}"] == f"assertion (hidden test: detail withheld, {keyed})"
             assert digest(text) not in json.dumps(v.to_json())
     assert "1815-12-10" not in json.dumps(v.to_json())

@@ -33,6 +33,7 @@ from evalkit import (
     VerifierSettings,
     grade_many,
 )
+from evalkit.wall import evidence_codes
 from evalkit_core import EvalkitError, digest
 from evalkit_core.store import Store
 
@@ -132,7 +133,7 @@ def _tests_from_json(where: str, block: JSON) -> tuple[TestVerdict, ...]:
             raise RewardError(
                 f"{where}/tests/{i}: fields 'name' (string), 'passed' (bool), 'reason' (string)"
             )
-        detail, actual = item.get("detail", ""), item.get("actual")
+        detail, actual, evidence = item.get("detail", ""), item.get("actual"), item.get("evidence")
         out.append(
             TestVerdict(
                 name,
@@ -140,6 +141,7 @@ def _tests_from_json(where: str, block: JSON) -> tuple[TestVerdict, ...]:
                 reason,  # pyright: ignore[reportArgumentType] - recorded by the verifier; kept as written
                 detail if isinstance(detail, str) else "",
                 actual if isinstance(actual, str) else None,
+                evidence_codes(evidence),
             )
         )
     return tuple(out)

@@ -31,7 +31,7 @@ from evalkit.grading._tasks import (
     task_dirs,
     validate_task_json,
 )
-from evalkit.grading._verifiers import Verdict, VerifierSettings, grade_many, schema_errors
+from evalkit.grading._verifiers import Verdict, VerifierSettings, grade_many, safe_text, schema_errors
 from evalkit.wall import Isolation, Sandbox, SandboxLimits
 from evalkit_core import (
     ConfigError,
@@ -221,7 +221,7 @@ class Rollout:
         body = self.verdict.to_json()
         if self.completion is None:
             return {"sample": self.sample, **body}
-        return {"sample": self.sample, **body, "completion": self.completion}
+        return {"sample": self.sample, **body, "completion": safe_text(self.completion)}  # lone surrogates escaped
 
 
 @attrs.frozen

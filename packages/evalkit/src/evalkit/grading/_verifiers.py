@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import math
-import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from functools import cache, lru_cache
-from typing import Literal, cast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cache, lru_cache, partial
+from typing import Literal
 
 import attrs
 
+from evalkit.grading._compare import check_assertion, json_equal, resolve_pointer, safe_text, schema_errors
+from evalkit.grading._compare import short as _short
 from evalkit.grading._extract import ExtractionError, extract_code, extract_json, parse_json
-from evalkit.grading._tasks import JSON, Assertion, CallTest, CheckTest, CodeTask, StructuredTask, Task
-from evalkit.wall import Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun
+from evalkit.grading._tasks import JSON, CallTest, CheckTest, CodeTask, StructuredTask, Task
+from evalkit.wall import Sandbox, SandboxJob, SandboxLimits, SandboxRun, TestRun, host_error
 from evalkit_core import digest
 
 __all__ = [
@@ -33,6 +32,8 @@ __all__ = [
     "grade_many",
     "json_equal",
     "resolve_pointer",
+    "safe_text",
+    "schema_errors",
 ]
 
 VERIFIER_VERSION = 1
@@ -47,8 +48,21 @@ Reason = Literal[
     "schema",
     "assertion",
     "infra_error",
+    "host_rejected_value",
 ]
-_ACTUAL_CHARS = 200
+_DETAIL_CHARS = 2000
+
+
+def _detail_text(text: str) -> str:
+    return safe_text(text, _DETAIL_CHARS)
+
+
+def _actual_text(text: str | None) -> str | None:
+    return None if text is None else safe_text(text)
+
+
+def _evidence(codes: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(codes)))
 
 
 @attrs.frozen
@@ -79,17 +93,23 @@ class TestVerdict:
     name: str
     passed: bool
     reason: Reason
-    detail: str = ""
-    actual: str | None = None
+    detail: str = attrs.field(default="", converter=_detail_text)
+    actual: str | None = attrs.field(default=None, converter=_actual_text)
+    # what the harness saw the candidate attempt (codes of evalkit.wall.EVIDENCE, never its text); for a hidden
+    # test, the codes of all hidden tests together (see _split)
+    evidence: tuple[str, ...] = attrs.field(default=(), converter=_evidence)
 
     def to_json(self) -> dict[str, JSON]:
-        return {
+        out: dict[str, JSON] = {
             "name": self.name,
             "passed": self.passed,
             "reason": self.reason,
             "detail": self.detail,
             "actual": self.actual,
         }
+        if self.evidence:
+            out["evidence"] = list(self.evidence)
+        return out
 
 
 @attrs.frozen
@@ -101,11 +121,14 @@ class Verdict:
     settings_digest: str
     public: tuple[TestVerdict, ...]
     hidden: tuple[TestVerdict, ...]
-    output: str = ""
+    output: str = attrs.field(default="", converter=safe_text)
     infra_error: str | None = None
     # the wall this verdict was made behind: "full", or which layers were missing ("weaker: ..."); a structured
     # verdict runs no code
     isolation: str = "none needed"
+    # the host's own exception while it handled this candidate's answer (type and place; see _contained): every
+    # test is then host_rejected_value
+    host_error: str | None = None
 
     @property
     def public_passed(self) -> int:
@@ -140,53 +163,21 @@ class Verdict:
             },
             "infra_error": self.infra_error,
             "isolation": self.isolation,
+            **({"host_error": self.host_error} if self.host_error is not None else {}),
         }
 
-
-# --------------------------------------------------------------------------------------------- comparison
-
-
-def _is_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def json_equal(actual: object, expected: object, tolerance: float | None = None) -> bool:
-    """JSON equality: bools are not numbers, ``1 == 1.0``, floats within ``tolerance`` (absolute or relative)."""
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(actual) is type(expected) and actual == expected
-    if _is_number(expected):
-        if not _is_number(actual):
-            return False
-        a, e = cast("float", actual), cast("float", expected)
-        if tolerance:
-            return math.isclose(a, e, rel_tol=tolerance, abs_tol=tolerance)
-        return a == e
-    if expected is None or isinstance(expected, str):
-        return type(actual) is type(expected) and actual == expected
-    if isinstance(expected, list):
-        if not isinstance(actual, list):
-            return False
-        a_list, e_list = cast("list[object]", actual), cast("list[object]", expected)
-        return len(a_list) == len(e_list) and all(
-            json_equal(x, y, tolerance) for x, y in zip(a_list, e_list, strict=True)
-        )
-    if isinstance(expected, dict):
-        if not isinstance(actual, dict):
-            return False
-        a_map, e_map = cast("dict[str, object]", actual), cast("dict[str, object]", expected)
-        return a_map.keys() == e_map.keys() and all(json_equal(a_map[k], e_map[k], tolerance) for k in e_map)
-    return False
-
-
-def _short(value: JSON) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= _ACTUAL_CHARS else text[: _ACTUAL_CHARS - 1] + "…"
 
 
 # --------------------------------------------------------------------------------------------- code
 
 
 def _code_test_verdict(
+    name: str, test: CallTest | CheckTest, run: TestRun, tolerance: float | None
+) -> TestVerdict:
+    return attrs.evolve(_code_test_outcome(name, test, run, tolerance), evidence=run.evidence)
+
+
+def _code_test_outcome(
     name: str, test: CallTest | CheckTest, run: TestRun, tolerance: float | None
 ) -> TestVerdict:
     status = run.status
@@ -214,14 +205,6 @@ def _code_test_verdict(
     return TestVerdict(name, False, "crash", f"no result ({status})")
 
 
-# Phrases the harness itself writes about what a candidate attempted (the audit tripwire's refusals, an exit, a
-# return value that is not data): evidence for the reward-hacking checks, never a test's expected value.
-_EVIDENCE = re.compile(
-    r"sandbox: [^\n]{0,160}? is not allowed|\b(?:SystemExit|KeyboardInterrupt)\b"
-    r"|a value of type \w+ cannot be returned \(only built-in data types\)"
-)
-
-
 def _hidden_key(task: Task) -> bytes:
     """The key of a task's hidden-verdict digests: the hidden tests themselves. A plain digest of a short text can be
     inverted by trying values (``digest('expected 4')``; a passed test's output is its expected value); keyed with
@@ -230,24 +213,31 @@ def _hidden_key(task: Task) -> bytes:
     return digest([t.to_json() for t in hidden]).encode()
 
 
-def _keyed(key: bytes, text: str) -> str:
-    return "hmac-sha256:" + hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+def _keyed(key: bytes, name: str, answer: str, text: str) -> str:
+    """The keyed digest of what a hidden test said, bound to the test and to the answer graded: two tests, or two
+    answers, that said the same thing get unrelated digests, so the digests tell no one (without the hidden tests)
+    anything, not even which hidden tests a candidate answered alike. The same answer gets the same digests."""
+    message = f"{name}\n{answer}\n{text}".encode("utf-8", "backslashreplace")
+    return "hmac-sha256:" + hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
-def _redact(verdict: TestVerdict, key: Callable[[], bytes]) -> TestVerdict:
-    """A hidden test's verdict as results and receipts may show it: the reason, keyed digests (see
-    :func:`_hidden_key`) in place of what the candidate returned and of the detail (which can hold an expected
-    value or a check's message), and the harness's own words about what the candidate attempted, if any. Public
-    tests are shown whole. ``key`` gives the task's key, made only when there is something to withhold (a passed
-    check has neither detail nor output)."""
-    if not verdict.name.startswith("hidden/") or (not verdict.detail and verdict.actual is None):
+def _redact(verdict: TestVerdict, key: Callable[[], bytes], answer: str, evidence: tuple[str, ...]) -> TestVerdict:
+    """A hidden test's verdict as results and receipts may show it: its reason, keyed digests (see :func:`_keyed`)
+    in place of what the candidate returned and of the detail (which can hold an expected value, a check's
+    message, or anything the candidate wrote), and the evidence codes of all hidden tests together (``evidence``):
+    nothing the candidate chose per hidden test but its reason. Public tests are shown whole. ``key`` gives the
+    task's key, made only when there is something to withhold (a passed check has neither detail nor output)."""
+    if not verdict.name.startswith("hidden/"):
         return verdict
-    detail = f"{verdict.reason} (hidden test: detail withheld, {_keyed(key(), verdict.detail)})" if verdict.detail else ""
-    evidence = _EVIDENCE.search(verdict.detail) if verdict.reason != "wrong_answer" else None
-    if evidence is not None:
-        detail += f"; {evidence.group(0)}"
-    actual = None if verdict.actual is None else _keyed(key(), verdict.actual)
-    return attrs.evolve(verdict, detail=detail, actual=actual)
+    if not verdict.detail and verdict.actual is None:
+        return attrs.evolve(verdict, evidence=evidence)
+    detail = (
+        f"{verdict.reason} (hidden test: detail withheld, {_keyed(key(), verdict.name, answer, verdict.detail)})"
+        if verdict.detail
+        else ""
+    )
+    actual = None if verdict.actual is None else _keyed(key(), verdict.name, answer, verdict.actual)
+    return attrs.evolve(verdict, detail=detail, actual=actual, evidence=evidence)
 
 
 def _names(task: CodeTask | StructuredTask) -> list[str]:
@@ -266,24 +256,54 @@ def _split(
     verdicts: Sequence[TestVerdict],
     output: str = "",
     infra: str | None = None,
+    *,
+    answer: str,
 ) -> Verdict:
     n_public = len(task.public_tests) if isinstance(task, CodeTask) else len(task.public_assertions)
     key = cache(lambda: _hidden_key(task))  # made on first need, once
+    hidden = verdicts[n_public:]
+    evidence = _evidence(code for v in hidden for code in v.evidence)
+    answer_digest = digest(safe_text(answer))
     return Verdict(
         task_id=task.id,
         task_digest=task.digest,
         settings_digest=settings.digest,
         public=tuple(verdicts[:n_public]),
-        hidden=tuple(_redact(v, key) for v in verdicts[n_public:]),
+        hidden=tuple(_redact(v, key, answer_digest, evidence) for v in hidden),
         output=output,
         infra_error=infra,
     )
 
 
 def _all_failed(
-    task: Task, settings: VerifierSettings, reason: Reason, detail: str, infra: str | None = None
+    task: Task,
+    settings: VerifierSettings,
+    reason: Reason,
+    detail: str,
+    infra: str | None = None,
+    *,
+    answer: str,
+    evidence: tuple[str, ...] = (),
 ) -> Verdict:
-    return _split(task, settings, [TestVerdict(n, False, reason, detail) for n in _names(task)], infra=infra)
+    verdicts = [TestVerdict(n, False, reason, detail, evidence=evidence) for n in _names(task)]
+    return _split(task, settings, verdicts, infra=infra, answer=answer)
+
+
+def _contained(task: Task, settings: VerifierSettings, answer: str, make: Callable[[], Verdict]) -> Verdict:
+    """The one containment point of a verdict's host-side work (extraction, comparison, digests): an exception the
+    host raises while it handles this answer is this answer's failing verdict (every test ``host_rejected_value``),
+    never the end of the run. It is recorded in :attr:`Verdict.host_error` (type and place, not the message, which
+    may quote the candidate's values), so a harness bug still shows; KeyboardInterrupt and SystemExit go through."""
+    try:
+        return make()
+    except Exception as exc:
+        return _host_rejected(task, settings, answer, host_error(exc))
+
+
+def _host_rejected(task: Task, settings: VerifierSettings, answer: str, where: str) -> Verdict:
+    detail = "the host could not handle this candidate's answer (recorded as this candidate's failure)"
+    verdict = _all_failed(task, settings, "host_rejected_value", detail, answer=answer)
+    return attrs.evolve(verdict, host_error=where)
 
 
 def _job(task: CodeTask, source: str) -> SandboxJob:
@@ -296,137 +316,32 @@ def _job(task: CodeTask, source: str) -> SandboxJob:
     return SandboxJob(source=source, entry_point=task.entry_point, tests=tuple(inputs))
 
 
-def _code_verdict(task: CodeTask, settings: VerifierSettings, run: SandboxRun) -> Verdict:
+def _code_verdict(task: CodeTask, settings: VerifierSettings, run: SandboxRun, answer: str) -> Verdict:
     names = _names(task)
+    if run.host_error is not None:
+        return _host_rejected(task, settings, answer, run.host_error)
     if run.infra_error is not None:
-        return _all_failed(task, settings, "infra_error", run.infra_error, infra=run.infra_error)
+        return _all_failed(task, settings, "infra_error", run.infra_error, infra=run.infra_error, answer=answer)
     if run.load_status != "ok":
         reason: Reason = {"timeout": "timeout", "crash": "crash"}.get(run.load_status, "exception")  # type: ignore[assignment]
         detail = f"while loading the candidate: {run.load_error}"
-        verdicts = [TestVerdict(n, False, reason, detail) for n in names]
-        return _split(task, settings, verdicts, output=run.output)
+        verdicts = [TestVerdict(n, False, reason, detail, evidence=run.load_evidence) for n in names]
+        return _split(task, settings, verdicts, output=run.output, answer=answer)
     tests = (*task.public_tests, *task.hidden_tests)
     verdicts = [
         _code_test_verdict(n, t, r, task.float_tolerance)
         for n, t, r in zip(names, tests, run.tests, strict=True)
     ]
-    return _split(task, settings, verdicts, output=run.output)
+    return _split(task, settings, verdicts, output=run.output, answer=answer)
 
 
-# --------------------------------------------------------------------------------------------- structured
 
-
-def resolve_pointer(document: JSON, pointer: str) -> tuple[bool, JSON]:
-    """Resolve an RFC 6901 JSON Pointer; ``(False, None)`` when nothing is there."""
-    if pointer == "":
-        return True, document
-    node: JSON = document
-    for raw in pointer.split("/")[1:]:
-        token = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict):
-            if token not in node:
-                return False, None
-            node = node[token]
-        elif isinstance(node, list):
-            if not re.fullmatch(r"0|[1-9][0-9]*", token) or int(token) >= len(node):
-                return False, None
-            node = node[int(token)]
-        else:
-            return False, None
-    return True, node
-
-
-def _json_type(value: JSON) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def check_assertion(document: JSON, assertion: Assertion) -> str | None:
-    """``None`` when the assertion holds, else what was expected at which pointer."""
-    where = assertion.path or "(root)"
-    found, actual = resolve_pointer(document, assertion.path)
-    if not found:
-        return f"{where}: no value there (expected {assertion.op} {_short(assertion.value)})"
-    op, value = assertion.op, assertion.value
-    if op == "keys_exactly":
-        if not isinstance(actual, dict):
-            return f"{where}: expected an object with keys {_short(value)}, got {_json_type(actual)}"
-        want = set(cast("list[str]", value))
-        missing, extra = sorted(want - actual.keys()), sorted(actual.keys() - want)
-        if missing or extra:
-            return f"{where}: keys differ (missing {missing}, unexpected {extra})"
-        return None
-    if op == "path_equals":
-        return (
-            None if json_equal(actual, value) else f"{where}: expected {_short(value)}, got {_short(actual)}"
-        )
-    if op == "path_matches":
-        if not isinstance(actual, str):
-            return f"{where}: expected a string matching {value!r}, got {_json_type(actual)}"
-        return (
-            None
-            if re.fullmatch(cast("str", value), actual)
-            else f"{where}: {_short(actual)} does not match {value!r} in full"
-        )
-    if op == "path_in":
-        options = cast("list[JSON]", value)
-        return (
-            None
-            if any(json_equal(actual, o) for o in options)
-            else f"{where}: expected one of {_short(value)}, got {_short(actual)}"
-        )
-    if op == "path_type":
-        got = _json_type(actual)
-        ok = (
-            got == value
-            or (value == "number" and got == "integer")
-            or (value == "integer" and isinstance(actual, float) and actual.is_integer())
-        )
-        return None if ok else f"{where}: expected type {value}, got {got}"
-    if op == "path_len":
-        if not isinstance(actual, str | list | dict):
-            return f"{where}: expected something with length {value}, got {_json_type(actual)}"
-        return None if len(actual) == value else f"{where}: expected length {value}, got {len(actual)}"
-    if op == "path_approx":
-        if not _is_number(actual):
-            return f"{where}: expected a number near {value}, got {_json_type(actual)}"
-        tol = assertion.tolerance or 0.0
-        a, e = cast("float", actual), cast("float", value)
-        return None if abs(a - e) <= tol else f"{where}: expected {value} ± {tol:g}, got {_short(actual)}"
-    return f"{where}: unknown assertion {op!r}"  # pragma: no cover - the loader refuses unknown ops
-
-
-def schema_errors(document: JSON, schema: Mapping[str, JSON]) -> list[str]:
-    """Draft 2020-12 validation errors of ``document`` as ``<pointer>: <message>`` lines."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(
-        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
-    out: list[str] = []
-    for err in sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path)):
-        pointer = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
-        out.append(f"{pointer if pointer != '/' else '(root)'}: {err.message}")
-    return out
-
-
-def _structured_verdict(task: StructuredTask, settings: VerifierSettings, document: JSON) -> Verdict:
+def _structured_verdict(task: StructuredTask, settings: VerifierSettings, document: JSON, answer: str) -> Verdict:
     errors = schema_errors(document, task.schema)
     names = _names(task)
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return _all_failed(task, settings, "schema", f"schema: {errors[0]}{more}")
+        return _all_failed(task, settings, "schema", f"schema: {errors[0]}{more}", answer=answer)
     verdicts: list[TestVerdict] = []
     for name, a in zip(names, (*task.public_assertions, *task.hidden_assertions), strict=True):
         problem = check_assertion(document, a)
@@ -435,7 +350,7 @@ def _structured_verdict(task: StructuredTask, settings: VerifierSettings, docume
         verdicts.append(
             TestVerdict(name, problem is None, "ok" if problem is None else "assertion", problem or "", shown)
         )
-    return _split(task, settings, verdicts)
+    return _split(task, settings, verdicts, answer=answer)
 
 
 # --------------------------------------------------------------------------------------------- entry points
@@ -461,31 +376,42 @@ def grade_many(
     job_index: list[int] = []
     for i, (task, text) in enumerate(items):
         if isinstance(task, StructuredTask):
-            try:
-                document = extract_json(text) if extract else parse_json(text)
-            except ExtractionError as exc:
-                out[i] = _all_failed(task, settings, "no_json", str(exc))
-            else:
-                out[i] = _structured_verdict(task, settings, document)
+            out[i] = _contained(task, settings, text, partial(_structured, task, settings, text, extract=extract))
             tick()
             continue
         try:
             source = extract_code(text, task.entry_point) if extract else text
+            job = _job(task, source)
         except ExtractionError as exc:
-            out[i] = _all_failed(task, settings, "no_code", str(exc))
+            out[i] = _contained(
+                task, settings, text, partial(_all_failed, task, settings, "no_code", str(exc), answer=text)
+            )
             tick()
             continue
-        jobs.append(_job(task, source))
+        except Exception as exc:
+            out[i] = _host_rejected(task, settings, text, host_error(exc))
+            tick()
+            continue
+        jobs.append(job)
         job_index.append(i)
     isolation = ""
     if jobs:
         iso = sandbox.isolation
         isolation = "full" if iso.full else "weaker: " + "; ".join(iso.weaker)
-    for i, run in zip(job_index, sandbox.run_many(jobs, on_done=tick), strict=True):
-        task = items[i][0]
+    for i, run in zip(job_index, sandbox.run_many(jobs, on_done=tick) if jobs else [], strict=True):
+        task, text = items[i]
         assert isinstance(task, CodeTask)
-        out[i] = attrs.evolve(_code_verdict(task, settings, run), isolation=isolation)
+        verdict = _contained(task, settings, text, partial(_code_verdict, task, settings, run, text))
+        out[i] = attrs.evolve(verdict, isolation=isolation)
     return [v for v in out if v is not None]
+
+
+def _structured(task: StructuredTask, settings: VerifierSettings, text: str, *, extract: bool) -> Verdict:
+    try:
+        document = extract_json(text) if extract else parse_json(text)
+    except ExtractionError as exc:
+        return _all_failed(task, settings, "no_json", str(exc), answer=text)
+    return _structured_verdict(task, settings, document, text)
 
 
 def _counter(total: int, progress: Callable[[int, int], None] | None) -> Callable[[], None]:

@@ -17,6 +17,8 @@ from evalkit_core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from evalkit.wall._codec import MAX_DEPTH, TaggedError, tagged_decode, tagged_encode, tagged_to_json
+    from evalkit.wall._evidence import EVIDENCE, evidence_codes
+    from evalkit.wall._hosterror import host_error
     from evalkit.wall._sandbox import (
         JSON,
         Isolation,
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 # Lazy, like the package above: the CLI launches the zygotes early (``launch_early``) before it imports the rest.
 _LAZY: dict[str, str] = {
     "DEFAULT_DENY": "evalkit.wall._zygote",
+    "EVIDENCE": "evalkit.wall._evidence",
     "JSON": "evalkit.wall._sandbox",
     "MAX_DEPTH": "evalkit.wall._codec",
     "Isolation": "evalkit.wall._sandbox",
@@ -60,6 +63,8 @@ _LAZY: dict[str, str] = {
     "WallReport": "evalkit.wall._zygote",
     "Zygote": "evalkit.wall._zygote",
     "describe_status": "evalkit.wall._zygote",
+    "evidence_codes": "evalkit.wall._evidence",
+    "host_error": "evalkit.wall._hosterror",
     "launch_early": "evalkit.wall._zygote",
     "open_sandbox": "evalkit.wall._sandbox",
     "refused_layers": "evalkit.wall._zygote",
@@ -75,6 +80,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_DENY",
+    "EVIDENCE",
     "JSON",
     "MAX_DEPTH",
     "Isolation",
@@ -90,6 +96,8 @@ __all__ = [
     "WallReport",
     "Zygote",
     "describe_status",
+    "evidence_codes",
+    "host_error",
     "launch_early",
     "open_sandbox",
     "refused_layers",

@@ -40,9 +40,12 @@ _BIG = 10**4000  # an int this large or larger does not cross (its decimal text 
 _ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-def tagged_encode(value: object) -> str:
-    """The tagged JSON text of ``value`` (exact built-in types only; subclasses are refused)."""
-    return _ENCODER.encode(_tag(value, 0))
+def tagged_encode(value: object, *, outer: int = 0) -> str:
+    """The tagged JSON text of ``value`` (exact built-in types only; subclasses are refused). What it writes,
+    :func:`tagged_decode` reads: a value whose text would nest brackets deeper than :data:`MAX_DEPTH` (a tag counts
+    its own brackets: a tuple two, a dict's entries three) is refused here, with ``outer`` the brackets of the
+    message it goes into."""
+    return _ENCODER.encode(_tag(value, outer))
 
 
 def _plain(v: list[object]) -> bool:
@@ -61,9 +64,16 @@ def _plain(v: list[object]) -> bool:
     return True
 
 
-def _tag(v: object, depth: int) -> object:
+def _deeper(depth: int, brackets: int) -> int:
+    """The bracket depth inside a container that opens ``brackets`` more; refused past :data:`MAX_DEPTH`."""
+    depth += brackets
     if depth > MAX_DEPTH:
         raise TaggedError("value nested too deeply")
+    return depth
+
+
+def _tag(v: object, depth: int) -> object:
+    """``v`` as JSON with tags; ``depth`` is the number of brackets its text is already inside."""
     t = type(v)
     if v is None or t is bool or t is str:
         return v
@@ -74,22 +84,29 @@ def _tag(v: object, depth: int) -> object:
     if t is float:
         if math.isfinite(v):  # type: ignore[arg-type]
             return v
+        _deeper(depth, 1)
         return {"$f": "nan" if v != v else ("inf" if v > 0 else "-inf")}  # type: ignore[operator]  # noqa: PLR0124
     if t is list:
+        inner = _deeper(depth, 1)
         if _plain(v):  # type: ignore[arg-type]
             return v
-        return [_tag(x, depth + 1) for x in v]  # type: ignore[union-attr]
+        return [_tag(x, inner) for x in v]  # type: ignore[union-attr]
     if t is tuple:
-        return {"$t": [_tag(x, depth + 1) for x in v]}  # type: ignore[union-attr]
+        inner = _deeper(depth, 2)
+        return {"$t": [_tag(x, inner) for x in v]}  # type: ignore[union-attr]
     if t is set or t is frozenset:
-        items = [_tag(x, depth + 1) for x in v]  # type: ignore[union-attr]
+        inner = _deeper(depth, 2)
+        items = [_tag(x, inner) for x in v]  # type: ignore[union-attr]
         return {"$s" if t is set else "$fs": items}
     if t is dict:
-        return {"$d": [[_tag(k, depth + 1), _tag(x, depth + 1)] for k, x in v.items()]}  # type: ignore[union-attr]
+        inner = _deeper(depth, 3)  # the tag's object, its list, each [key, value] pair
+        return {"$d": [[_tag(k, inner), _tag(x, inner)] for k, x in v.items()]}  # type: ignore[union-attr]
     if t is bytes or t is bytearray:
+        _deeper(depth, 1)
         return {"$b" if t is bytes else "$ba": base64.b64encode(v).decode("ascii")}  # type: ignore[arg-type]
     if t is complex:
-        return {"$c": [_tag(v.real, depth + 1), _tag(v.imag, depth + 1)]}  # type: ignore[union-attr]
+        inner = _deeper(depth, 2)
+        return {"$c": [_tag(v.real, inner), _tag(v.imag, inner)]}  # type: ignore[union-attr]
     raise TaggedError(f"a value of type {t.__name__} cannot be returned (only built-in data types)")
 
 

@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import attrs
 
@@ -143,13 +143,17 @@ class WallPolicy:
     ``kill_network_sockets``: ``socket()`` of any family but ``AF_UNIX`` kills the process (SIGSYS, seen by the
     host in its exit status) instead of failing with EPERM, so an attempt that got past every recorder inside
     the process still ends it where the host can see it; ``AF_UNIX`` stays refused with EPERM (the C library's
-    own name-service lookups try it)."""
+    own name-service lookups try it).
+
+    ``hostname``: what ``uname`` and ``/proc/sys/kernel/hostname`` say inside the jail (a UTS namespace of its
+    own), the same for every jail on every machine, so that no job learns which host grades it."""
 
     ro_paths: tuple[str, ...] = ()
     deny: tuple[str, ...] = DEFAULT_DENY
     python_flags: tuple[str, ...] = ("-S", "-P")
     pythonpath: tuple[str, ...] = ()
     kill_network_sockets: bool = False
+    hostname: str = "evalkit-jail"
 
 
 @attrs.frozen
@@ -282,6 +286,22 @@ def _strip_future(source: str) -> str:
     return "\n".join("" if ln.startswith("from __future__ import") else ln for ln in source.splitlines())
 
 
+def _bwrap_path() -> str | None:
+    """Where bubblewrap is, resolved from the caller's ``PATH`` to an absolute path once per zygote (the jail is then
+    started by that path: the environment it starts under has a ``PATH`` of its own), or None when it is not there."""
+    found = shutil.which("bwrap")
+    return str(Path(found).absolute()) if found is not None else None
+
+
+def _popen(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start the zygote's process; a program that cannot be started (bubblewrap removed or not executable since it
+    was found) is one line, as a :class:`WallError`."""
+    try:
+        return cast("subprocess.Popen[bytes]", subprocess.Popen(command, **kwargs))
+    except OSError as exc:
+        raise WallError(f"cannot start the wall's jail: {command[0]}: {exc.strerror or exc}") from None
+
+
 def _python() -> str:
     return os.path.realpath(sys.executable)
 
@@ -307,7 +327,9 @@ class Zygote:
         self._payload = payload_source
         self._label = label
         refused = refused_layers()
-        self._use_bwrap = bwrap and "bwrap" not in refused and shutil.which("bwrap") is not None
+        # absolute: the jail starts under an environment of its own
+        self._bwrap = _bwrap_path() if bwrap and "bwrap" not in refused else None
+        self._use_bwrap = self._bwrap is not None
         self._namespaces = namespaces and "namespaces" not in refused and (os.geteuid() == 0 or self._use_bwrap)
         self._seccomp = _seccomp_library() if seccomp and "seccomp" not in refused else None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -363,9 +385,9 @@ class Zygote:
         prefix = os.path.realpath(sys.base_prefix)
         boot = f"import marshal,os;exec(marshal.loads(os.pread({program[0]},{program[1]},0)))"
         inner = [python, *self.policy.python_flags, "-c", boot, json.dumps(settings)]
-        if not self._use_bwrap:
+        if self._bwrap is None:
             return inner
-        args = ["bwrap"]
+        args = [self._bwrap]
         if os.geteuid() == 0:
             args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
             for cap in ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL"):
@@ -376,7 +398,8 @@ class Zygote:
         # are started from short-lived threads. The zygote ends itself at end of file on its control socket,
         # which every way this process can end (exit, crash, SIGKILL) delivers; bubblewrap's pid 1 then ends,
         # and the kernel takes every job in the jail's pid namespace with it.
-        args += ["--new-session"]
+        # a UTS namespace of its own (--unshare-uts above; --unshare-all includes it) named by the policy, not the host
+        args += ["--new-session", "--hostname", self.policy.hostname]
         made: set[str] = set()
 
         def traversable(p: str) -> None:
@@ -452,7 +475,7 @@ class Zygote:
             while view:
                 view = view[os.write(code_fd, view) :]
             with self._log.open("ab") as log:
-                self._proc = subprocess.Popen(
+                self._proc = _popen(
                     self._command(settings, (code_fd, len(program))),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -463,6 +486,9 @@ class Zygote:
                     pass_fds=(fd, code_fd),
                     close_fds=True,
                 )
+        except BaseException:
+            host.close()
+            raise
         finally:
             child.close()
             os.close(code_fd)

@@ -61,6 +61,9 @@ _NS_FLAGS = (
 )
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+# Files of a job's own /proc that say which machine and which boot it runs on (the kernel's command line, its build
+# banner, the boot's id); the interpreter reads none of them. Each is /dev/null in the job.
+_PROC_MASKED = (b"/proc/cmdline", b"/proc/version", b"/proc/sys/kernel/random/boot_id")
 _PR_SET_NO_NEW_PRIVS, _PR_SET_DUMPABLE = 38, 4
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}
 
@@ -247,6 +250,9 @@ def _child_setup(req: dict[str, object], fds: list[int], settings: dict[str, obj
             # here from propagating back to the host
             _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
         _mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        for masked in _PROC_MASKED:  # what names the host or its boot, which no job needs: empty
+            _mount(b"/dev/null", masked, None, _MS_BIND, None)
+            _mount(b"none", masked, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
         owner = f",uid={uid},gid={uid}" if isinstance(uid, int) else ""
         size = int(req.get("disk_bytes") or 16 << 20)  # type: ignore[arg-type]
         data = f"size={size},nr_inodes=4096,mode=0700{owner}".encode()
