@@ -54,7 +54,7 @@ from inspect_ai.model._model import init_active_model  # pyright: ignore[reportP
 from inspect_ai.solver import Generate, Solver, TaskState
 from inspect_ai.tool import Tool, ToolCall, ToolChoice, ToolDef, ToolFunction, ToolInfo, ToolParams
 
-from evalkit.pit._agents import (  # pyright: ignore[reportPrivateUsage]
+from evalkit.pit._agent_base import (  # pyright: ignore[reportPrivateUsage]
     SUBMIT_SPEC,
     Agent,
     AgentOrigin,
@@ -425,7 +425,7 @@ def _host_models(model: str, model_args: Mapping[str, Any] | None) -> tuple[Host
 
 def _import_root(module: str, where: str) -> list[str]:
     """The ``sys.path`` entry module ``module`` is found under (the gateway process is started afresh)."""
-    from evalkit.pit._agents import find_module
+    from evalkit.pit._agent_base import find_module
 
     try:
         found = find_module(module)

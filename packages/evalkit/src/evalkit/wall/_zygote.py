@@ -143,13 +143,21 @@ class WallPolicy:
     ``kill_network_sockets``: ``socket()`` of any family but ``AF_UNIX`` kills the process (SIGSYS, seen by the
     host in its exit status) instead of failing with EPERM, so an attempt that got past every recorder inside
     the process still ends it where the host can see it; ``AF_UNIX`` stays refused with EPERM (the C library's
-    own name-service lookups try it)."""
+    own name-service lookups try it).
+
+    ``unix_sockets``: ``socket()`` and ``socketpair()`` of ``AF_UNIX`` are allowed (an event loop's wake-up pair;
+    in the jail's own network namespace, with only read-only paths and a private ``/job``, there is nothing of the
+    host's to connect to); every other family stays refused as above. ``single_process``: threads may start but
+    processes may not (``fork``, ``vfork`` and a ``clone`` without ``CLONE_THREAD`` are refused), so the rlimit
+    on processes can count threads."""
 
     ro_paths: tuple[str, ...] = ()
     deny: tuple[str, ...] = DEFAULT_DENY
     python_flags: tuple[str, ...] = ("-S", "-P")
     pythonpath: tuple[str, ...] = ()
     kill_network_sockets: bool = False
+    unix_sockets: bool = False
+    single_process: bool = False
 
 
 @attrs.frozen
@@ -427,7 +435,12 @@ class Zygote:
             "namespaces": self._namespaces,
             "jail_root": self._use_bwrap,
             "seccomp_library": self._seccomp,
-            "seccomp": {"deny": list(self.policy.deny), "kill_network_sockets": self.policy.kill_network_sockets},
+            "seccomp": {
+                "deny": list(self.policy.deny),
+                "kill_network_sockets": self.policy.kill_network_sockets,
+                "unix_sockets": self.policy.unix_sockets,
+                "single_process": self.policy.single_process,
+            },
         }
         env = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
         if self.policy.pythonpath and not self._use_bwrap:
