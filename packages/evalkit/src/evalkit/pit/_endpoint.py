@@ -16,6 +16,10 @@ comes back in the SDK's own format, tool calls included (the agent runs them wit
 tools in OpenAI format are :func:`evalkit.pit.tool_specs`). Nothing here is trusted by the harness: what crosses the
 pipe is checked there again.
 
+A simulated registry model (``sim/*``) answers only a request that carries its reference (``sim_context``, what
+evalkit's own solvers send): the endpoint passes a body's ``sim_context`` on (the SDKs send it with
+``extra_body``); real models ignore it.
+
 Refused here, with the SDK's error format: streaming, ``n`` other than 1, content other than text, provider-side
 tools that reach the internet, a body over :data:`MAX_BODY` bytes, a call outside a session (status 400, 413 or
 409). A request the gateway refuses (budget, unknown model, its own checks) is status 403, which the SDKs do not
@@ -137,6 +141,8 @@ def _common(raw: Mapping[str, Any], *, stop_key: str) -> dict[str, Any]:
     stop = raw.get(stop_key)
     if stop is not None:
         out["stop"] = [stop] if isinstance(stop, str) else list(cast("list[Any]", stop))
+    if raw.get("sim_context") is not None:  # what a simulated model answers from (the SDKs' extra_body)
+        out["sim_context"] = raw["sim_context"]
     return out
 
 
