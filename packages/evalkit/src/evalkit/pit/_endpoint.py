@@ -21,8 +21,8 @@ evalkit's own solvers send): the endpoint passes a body's ``sim_context`` on (th
 ``extra_body``); real models ignore it.
 
 Refused here, with the SDK's error format: streaming, ``n`` other than 1, content other than text, provider-side
-tools that reach the internet, a body over :data:`MAX_BODY` bytes, a call outside a session (status 400, 413 or
-409). A request the gateway refuses (budget, unknown model, its own checks) is status 403, which the SDKs do not
+tools that reach the internet, a body over :data:`MAX_BODY` bytes, a call outside a session (status 400 or 413:
+the SDKs do not retry them). A request the gateway refuses (budget, unknown model, its own checks) is status 403, which the SDKs do not
 retry.
 """
 
@@ -92,7 +92,7 @@ def _serve(method: str, path: str, body: bytes, complete: Complete | None, *, an
         raise EndpointError(400, f"malformed request: {type(exc).__name__}: {exc}") from None
     _check(request)
     if complete is None:
-        raise EndpointError(409, "no PIT session is open: a model is reached only while the agent is being called")
+        raise EndpointError(400, "no PIT session is open: a model is reached only while the agent is being called")
     reply = list(complete(model, request))
     if not reply or reply[0] != "completion" or not isinstance(reply[1], dict):
         kind = str(reply[1]) if len(reply) > 1 else "GatewayError"
@@ -131,7 +131,7 @@ def _text(content: object, where: str) -> str:
 
 def _common(raw: Mapping[str, Any], *, stop_key: str) -> dict[str, Any]:
     for key in _INTERNET:
-        if raw.get(key):
+        if raw.get(key) is not None:
             raise EndpointError(400, f"the PIT gateway refuses provider-side tools that reach the internet: {key}")
     if raw.get("stream"):
         raise EndpointError(400, "streaming is not offered by the PIT gateway (stream must be false)")

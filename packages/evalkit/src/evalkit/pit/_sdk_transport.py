@@ -19,18 +19,20 @@ from typing import Any
 
 from evalkit.pit._endpoint import ENDPOINT_HOST, Complete, answer
 
-__all__ = ["install", "patch", "set_session"]
+__all__ = ["install", "patch", "set_session", "transports"]
 
 _NAMES = ("httpx", "httpx2")
 _SESSION: list[Complete | None] = [None]
 
 
 def set_session(complete: Complete | None) -> None:
-    """The open session's way to the harness (None between sessions: a call then is refused with 409)."""
+    """The open session's way to the harness (None between sessions: a call then is refused, status 400)."""
     _SESSION[0] = complete
 
 
-def _transports(hx: Any) -> tuple[Any, Any]:
+def transports(hx: Any) -> tuple[Any, Any]:
+    """A sync and an async transport of ``hx`` (``httpx`` or ``httpx2``) that answer as the endpoint."""
+
     class EndpointTransport(hx.BaseTransport):
         """The PIT gateway's endpoint (answered through the harness)."""
 
@@ -53,7 +55,7 @@ def patch(hx: ModuleType) -> None:
     """Mount the endpoint on every client ``hx`` (``httpx`` or ``httpx2``) makes from now on."""
     if getattr(hx, "_evalkit_pit_endpoint", False):
         return
-    sync_transport, async_transport = _transports(hx)
+    sync_transport, async_transport = transports(hx)
     pattern = f"all://{ENDPOINT_HOST}"
     for cls, transport in ((hx.Client, sync_transport), (hx.AsyncClient, async_transport)):  # type: ignore[attr-defined]
         original = cls.__init__
