@@ -15,8 +15,8 @@ The picks are the ``row_keys`` of the solver's ``submit`` call; a solver that ne
 with a JSON list of row_keys as its whole final text; any other text is the reply's text (the probe's questions
 are answered that way).
 
-Inside the wall an agent process may not create sockets (seccomp) or threads (one process, one thread), so the
-solver runs on an event loop whose wake-up channel is a pipe instead of asyncio's socket pair.
+The solver runs on an event loop of its own whose wake-up channel is a pipe (the wall allows asyncio's AF_UNIX
+socket pair and threads too; a pipe is simply the lighter channel, and one loop serves the process's sessions).
 
 This module imports Inspect AI (the optional extra ``evalkit-harness[inspect]``); evalkit imports it only when an Inspect
 agent or tool is asked for.
