@@ -431,3 +431,67 @@ def test_a_flood_ends_the_cell_at_the_session_cap(
     result = run(resolve_agent(spec), cfg(synth_release_dir, agent=spec), limits=AgentLimits(session_requests=40))
     _failed(result, "AgentLimit", "more than 40 requests")
     assert len(kinds(result, "model_call")) <= 40
+
+
+# --- the abstract socket namespace is no channel between cells ----------------------------------------------------
+
+ABSTRACT_CHANNEL = """
+import array, os, socket
+
+NAMES = ["\\0evalkit-leak-stream", "\\0evalkit-leak-dgram", "\\0evalkit-leak-plain"]
+
+def _look():
+    table = open("/proc/net/unix").read()
+    seen = [n[1:] for n in NAMES if n[1:] in table]
+    taken = []
+    for name in NAMES:  # bind is an oracle too: EADDRINUSE says the name exists
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            s.bind(name)
+        except OSError:
+            taken.append(name[1:])
+        finally:
+            s.close()
+    return seen, taken
+
+def _plant():
+    # names kept alive past the process: sockets whose only references are in flight (SCM_RIGHTS) in their own
+    # queues, and a plain listening socket
+    lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lst.bind(NAMES[0]); lst.listen(4)
+    a, b = socket.socketpair()
+    socket.send_fds(b, [b"x"], [a.fileno(), b.fileno(), lst.fileno()])
+    d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    d.bind(NAMES[1])
+    d.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [d.fileno()]))], 0, NAMES[1])
+    plain = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    plain.bind(NAMES[2]); plain.listen(1)
+    globals()["KEEP"] = plain
+    for s in (lst, a, b, d):
+        s.close()
+
+def agent(prompt, tools):
+    if globals().get("PLANTED"):
+        return "later"
+    seen, taken = _look()
+    _plant()
+    globals()["PLANTED"] = True
+    return f"seen={seen} | taken={taken}"
+"""
+
+
+@needs_wall
+def test_abstract_unix_names_are_no_channel_between_cells(
+    synth_release_dir: Path, write_agent: Callable[..., str], in_tmp: Path
+) -> None:
+    """Abstract names live in a network namespace and can outlive their process (in flight in their own queues):
+    with one namespace for every process of a run, a later cell found an earlier cell's names (bind said
+    EADDRINUSE). Each agent process now has a network namespace of its own."""
+    spec = write_agent(ABSTRACT_CHANNEL)
+    arms, clocks = ("main", "redacted", "shifted"), ("leaky", "dump", "pit")
+    result = run(resolve_agent(spec), cfg(synth_release_dir, agent=spec, arms=arms, clocks=clocks, probe_items=1))
+    body = result.body
+    assert body["valid"] is True, body["agent_errors"]
+    firsts = [t for t in texts(result) if t != "later"]
+    assert len(firsts) == 9
+    assert set(firsts) == {"seen=[] | taken=[]"}, firsts

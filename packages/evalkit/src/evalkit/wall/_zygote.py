@@ -146,8 +146,9 @@ class WallPolicy:
     own name-service lookups try it).
 
     ``unix_sockets``: ``socket()`` and ``socketpair()`` of ``AF_UNIX`` are allowed (an event loop's wake-up pair;
-    in the jail's own network namespace, with only read-only paths and a private ``/job``, there is nothing of the
-    host's to connect to); every other family stays refused as above. ``single_process``: threads may start but
+    with only read-only paths and a private ``/job``, there is nothing of the host's to connect to), and each job
+    gets a network namespace of its own (abstract names live there, and may outlive their process: no channel from
+    one job to the next); every other family stays refused as above. ``single_process``: threads may start but
     processes may not (``fork``, ``vfork`` and a ``clone`` without ``CLONE_THREAD`` are refused), so the rlimit
     on processes can count threads."""
 

@@ -373,6 +373,10 @@ def _serve() -> None:
     gc.collect()
     gc.freeze()  # children then write to (and so copy) few of the zygote's pages
     flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if settings["namespaces"] else 0
+    if flags and settings["seccomp"].get("unix_sockets"):
+        # AF_UNIX allowed: each job gets a network namespace of its own, so that an abstract socket name (which
+        # lives in the network namespace, and can outlive its process) is no channel from one job to the next
+        flags |= _CLONE_NEWNET
     jobs = _JOBS
     _send(ctl, {"op": "ready", "denied": seccomp.denied if seccomp else None, "unknown": seccomp.unknown if seccomp else None})
     while True:
