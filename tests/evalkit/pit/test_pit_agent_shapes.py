@@ -393,3 +393,56 @@ def test_threads_are_capped_by_the_kernel(
     assert report["error"] == "RuntimeError", report  # "can't start new thread": the rlimit on the uid's tasks
     assert 0 < int(report["started"]) < 64, report
     assert result.body["valid"] is True
+
+
+WEAKER = """
+import asyncio, socket, threading
+
+def _try(fn):
+    try:
+        return str(fn())
+    except OSError as exc:
+        return type(exc).__name__
+
+def _pair():
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(b"k")
+        return b.recv(1).decode()
+
+def _named(target):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with s:
+        s.connect(target)
+        return "CONNECTED"
+
+def agent(prompt, tools):
+    box = []
+    t = threading.Thread(target=lambda: box.append("thread"))
+    t.start(); t.join()
+    loop = asyncio.run(asyncio.sleep(0, result="loop"))
+    return " | ".join(["pair=" + _try(_pair), "abstract=" + _try(lambda: _named({abstract!r})),
+                       "path=" + _try(lambda: _named({path!r})), "loop=" + loop, "thread=" + box[0]])
+"""
+
+
+def test_without_bubblewrap_only_socket_pairs_are_allowed(
+    host_sockets: dict[str, str], synth_release_dir: Path, write_agent: Callable[..., str], in_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Behind the weaker wall the job shares the host's filesystem (and, without namespaces, its network
+    namespace): a named AF_UNIX socket could reach the host's, so only socket pairs (unnamed) are allowed."""
+    import shutil
+
+    import evalkit.wall._zygote
+
+    real_which = shutil.which
+    monkeypatch.setattr(
+        evalkit.wall._zygote.shutil, "which", lambda name, *a, **k: None if name == "bwrap" else real_which(name, *a, **k)
+    )
+    spec = write_agent(WEAKER.format(abstract="\0" + host_sockets["abstract"], path=host_sockets["path"]))
+    result = run(resolve_agent(spec), cfg(synth_release_dir, agent=spec, end=RUN_START))
+    assert result.body["agent"]["wall"]["full"] is False
+    (text,) = texts(result)
+    assert text == "pair=k | abstract=PermissionError | path=PermissionError | loop=loop | thread=thread", text
+    assert result.body["valid"] is True

@@ -148,7 +148,8 @@ class WallPolicy:
     ``unix_sockets``: ``socket()`` and ``socketpair()`` of ``AF_UNIX`` are allowed (an event loop's wake-up pair;
     with only read-only paths and a private ``/job``, there is nothing of the host's to connect to), and each job
     gets a network namespace of its own (abstract names live there, and may outlive their process: no channel from
-    one job to the next); every other family stays refused as above. ``single_process``: threads may start but
+    one job to the next); without bubblewrap or namespaces only ``socketpair()`` is. Every other family stays
+    refused as above. ``single_process``: threads may start but
     processes may not (``fork``, ``vfork`` and a ``clone`` without ``CLONE_THREAD`` are refused), so the rlimit
     on processes can count threads."""
 
@@ -440,6 +441,9 @@ class Zygote:
                 "deny": list(self.policy.deny),
                 "kill_network_sockets": self.policy.kill_network_sockets,
                 "unix_sockets": self.policy.unix_sockets,
+                # a named AF_UNIX socket only where a job has a root and a network namespace of its own: without
+                # them a path or an abstract name could reach a socket of the host (socket pairs stay allowed)
+                "unix_named": self.policy.unix_sockets and self._use_bwrap and self._namespaces,
                 "single_process": self.policy.single_process,
             },
         }

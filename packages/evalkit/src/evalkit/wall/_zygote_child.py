@@ -165,8 +165,9 @@ class _Seccomp:
             # unless the policy allows it; socketpair() exists only for AF_UNIX and is refused likewise
             rule(kill_process if kill_sockets else eperm, "socket", (0, cmp_ne, 1, 0))
             rule(eperm, "socketpair", (0, cmp_ne, 1, 0))
-            if not unix:
+            if not policy.get("unix_named"):  # type: ignore[union-attr]
                 rule(eperm, "socket", (0, cmp_eq, 1, 0))
+            if not unix:
                 rule(eperm, "socketpair", (0, cmp_eq, 1, 0))
             self.denied += ["socket", "socketpair"]
         if policy.get("single_process"):  # type: ignore[union-attr]
@@ -373,7 +374,7 @@ def _serve() -> None:
     gc.collect()
     gc.freeze()  # children then write to (and so copy) few of the zygote's pages
     flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if settings["namespaces"] else 0
-    if flags and settings["seccomp"].get("unix_sockets"):
+    if flags and settings["seccomp"].get("unix_named"):
         # AF_UNIX allowed: each job gets a network namespace of its own, so that an abstract socket name (which
         # lives in the network namespace, and can outlive its process) is no channel from one job to the next
         flags |= _CLONE_NEWNET
