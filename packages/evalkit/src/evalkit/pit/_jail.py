@@ -183,7 +183,7 @@ class AgentJail:
         )
         seccomp_text = (
             f"libseccomp filter: {len(zygote.denied)} syscalls refused, socket() of network families kills the process "
-            "(AF_UNIX allowed)"
+            + ("(AF_UNIX allowed, in a network namespace per process)" if bwrap and namespaces else "(AF_UNIX: socket pairs only)")
             if seccomp
             else "NOT in effect: libseccomp not found"
         )
