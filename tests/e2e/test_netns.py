@@ -127,7 +127,7 @@ def test_netns_and_a_model_agent_work_together(tmp_path: Path, server: int) -> N
     traj = (tmp_path / "out" / "pit" / "trajectory.jsonl").read_text()
     decisions = [json.loads(line) for line in traj.splitlines() if '"type":"decision"' in line]
     assert decisions
-    assert {d["text"] for d in decisions} == {"subprocess BlockingIOError; model said nothing"}
+    assert {d["text"] for d in decisions} == {"subprocess PermissionError; model said nothing"}
     calls = body["protocol"]["P4_costs_and_frictions"]["model_calls"]
     assert calls == _Handler.hits > 0
     assert KEY not in traj and KEY not in proc.stdout

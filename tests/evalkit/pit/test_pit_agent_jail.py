@@ -408,11 +408,7 @@ UNDO = {
         "family=AF_PACKET",
     ),
     "getnameinfo": ("import socket\nsocket.getnameinfo(('192.0.2.1', 80), 0)", "getnameinfo", "192.0.2.1:80"),
-    "unix_connect": (
-        "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ns.connect('/tmp/gateway.sock')",
-        "socket",
-        "family=AF_UNIX",
-    ),
+    # AF_UNIX is no attempt (it reaches nothing outside the jail): see test_pit_agent_shapes.py
     "raw_module_resolver": (
         (
             "import _socket, gc\n"
@@ -552,29 +548,33 @@ def test_an_attempt_while_the_agent_is_imported_is_recorded(
 
 
 BLOCKED_QUIETLY = {
-    # each is refused by the kernel or the rlimits before anything could leave; none reaches a network call
+    # each is refused by the kernel before anything could leave; none reaches a network call (seccomp refuses
+    # a process of the agent's own: threads may run, see test_pit_agent_shapes.py)
     "subprocess": (
         (
             "import subprocess, sys\n"
             "subprocess.run([sys.executable, '-c', 'import socket; socket.create_connection((\"192.0.2.1\", 80))'])"
         ),
-        "BlockingIOError",
-    ),
-    "fork": ("import os\nos.fork()", "BlockingIOError"),
-    "thread": ("import threading\nthreading.Thread(target=print).start()", "RuntimeError"),
-    "asyncio": (
-        "import asyncio\nasyncio.run(asyncio.open_connection('192.0.2.1', 80))",
         "PermissionError",
     ),
-    # past both recorders, an AF_UNIX socket is refused (EPERM), without a record: there is nothing to reach
-    "unix_socket_by_raw_syscall": (
-        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nreturn f'{libc.syscall(41, 1, 1, 0)}:{ctypes.get_errno()}'",
+    "fork": ("import os\nos.fork()", "PermissionError"),
+    "fork_by_raw_clone": (  # clone(SIGCHLD): a process, not a thread
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nreturn f'{libc.syscall(56, 17, 0, 0, 0, 0)}:{ctypes.get_errno()}'",
         "-1:1",
     ),
-    "socketpair_by_raw_syscall": (
+    # past both recorders, a socket pair of a network family is refused (EPERM), without a record (AF_UNIX pairs
+    # work: they reach nothing outside the jail)
+    "inet_socketpair_by_raw_syscall": (
         (
             "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-            "pair = (ctypes.c_int * 2)()\nreturn f'{libc.syscall(53, 1, 1, 0, pair)}:{ctypes.get_errno()}'"
+            "pair = (ctypes.c_int * 2)()\nreturn f'{libc.syscall(53, 2, 1, 0, pair)}:{ctypes.get_errno()}'"
+        ),
+        "-1:1",
+    ),
+    "netlink_socketpair_by_raw_syscall": (
+        (
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "pair = (ctypes.c_int * 2)()\nreturn f'{libc.syscall(53, 16, 3, 0, pair)}:{ctypes.get_errno()}'"
         ),
         "-1:1",
     ),
@@ -727,7 +727,7 @@ def test_the_key_stays_outside_and_every_model_call_is_on_the_record(
     body = result.body
     assert body["valid"] is True, body["agent_errors"]
     texts = _texts(result)
-    # Gateway() inside the jail cannot even make its socket pair (refused by the kernel), let alone start a process
+    # Gateway() inside the jail may make its socket pair, but cannot start its process (refused by the kernel)
     assert texts and all(t == "leaks=0 | direct=PermissionError | model=nothing today" for t in texts), texts
     calls = [e for e in _events(result.trajectory_path) if e["type"] == "model_call"]
     requests = [e for e in _events(result.trajectory_path) if e["type"] == "model_request"]

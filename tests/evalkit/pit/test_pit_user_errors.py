@@ -51,7 +51,7 @@ BAD_PRICES = {
     "empty ticker": (GOOD + ",2023-03-01,5,5,5,5\n", 4, ("ticker",)),
     "no data rows": ("", None, ("open", "no usable row")),
     "only missing opens": (
-        "AAA,2023-03-01,,1,1,1\nAAA,2023-03-02,null,1,1,1\n",
+        "AAA,2023-03-01,,1,1,1\nAAA,2023-03-02,,1,1,1\n",
         None,
         ("open", "no usable row"),
     ),
@@ -86,10 +86,9 @@ def test_duplicates_are_refused_whatever_their_order(tmp_path):
 
 
 def test_missing_opens_are_no_bar_and_counted(tmp_path):
+    """Only an empty open is no bar; a marker (null, NaN, n/a) is refused (test_pit_prices_strict.py)."""
     p = tmp_path / "p.csv"
-    p.write_text(
-        HEADER + GOOD + "AAA,2023-03-03,,1,1,1\nAAA,2023-03-06,null,1,1,1\nAAA,2023-03-07,NaN,1,1,1\n"
-    )
+    p.write_text(HEADER + GOOD + "AAA,2023-03-03,,1,1,1\nAAA,2023-03-06, ,1,1,1\nAAA,2023-03-07,,,,\n")
     prices = load_prices(p, source="x")
     assert prices.missing_bars == 3
     assert prices.frame.height == 2

@@ -19,8 +19,16 @@ Before any agent code runs the payload installs two recorders of network attempt
 (patched entry points) and an audit hook (which Python cannot remove, and which sees the C functions however
 they are reached). Each attempt is written to the harness at once; under policy ``abort`` the process then ends
 (exit code 86), so no ``except`` can swallow it. Neither recorder is the boundary: the kernel is. ``socket()``
-of any family but ``AF_UNIX`` kills the process (seccomp; the harness sees SIGSYS and records it), ``AF_UNIX``
-is refused, and the process is in a network namespace with no route.
+of any family but ``AF_UNIX`` kills the process (seccomp; the harness sees SIGSYS and records it), and the process
+is in a network namespace with no route. ``AF_UNIX`` sockets and socket pairs work (an event loop's wake-up pair)
+and are not attempts: in the jail's own network namespace, with a read-only root and a private ``/job``, they
+reach nothing of the host's.
+
+Threads may run (the kernel refuses a process of their own): one lock serialises the pipe to the harness, so a
+request and its answer are never split by another thread's message, and a session's tools refuse every call once
+the agent has replied (a thread left running cannot speak in a later session's name, and every thread ends with
+the process at the cell's end). The model gateway is also offered as an OpenAI-compatible endpoint (see
+:mod:`evalkit.pit._endpoint`), answered over the same pipe.
 """
 
 # ruff: noqa: S110
@@ -36,6 +44,7 @@ import json
 import marshal
 import os
 import sys
+import threading
 import types
 from typing import Any
 
@@ -54,6 +63,7 @@ _AGENT_THREAD_ENV = {
     "RAYON_NUM_THREADS": "1",
 }
 _AGENT_WARM: tuple[str, ...] = ("evalkit.pit._agents",)  # set by the harness (see _recipe): "module[:name]"
+_AGENT_PIPE = threading.RLock()  # every message to the harness, and each request with its answer, under it
 
 
 class _AgentFrames:
@@ -91,10 +101,9 @@ def _agent_write(fd: int, data: bytes) -> None:
 
 
 def _agent_send(msg: list[object]) -> None:
-    _agent_write(
-        _AGENT_OUT,
-        json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n",
-    )
+    line = json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n"
+    with _AGENT_PIPE:
+        _agent_write(_AGENT_OUT, line)
 
 
 def _agent_error_text(exc: BaseException) -> tuple[str, str]:
@@ -166,6 +175,7 @@ def _agent_install_recorders(policy: str) -> None:
     ident = (st.st_dev, st.st_ino)
     fstat, write, exit_now, dumps = os.fstat, os.write, os._exit, json.dumps
     abort = policy == "abort"
+    pipe = _AGENT_PIPE
 
     def report(kind: str, target: str | None, call_site: str | None) -> None:
         try:
@@ -177,8 +187,9 @@ def _agent_install_recorders(policy: str) -> None:
             exit_now(_AGENT_EXIT_TAMPERED)
         line = dumps(["egress", kind, target, call_site], ensure_ascii=False).encode() + b"\n"
         try:
-            while line:
-                line = line[write(_AGENT_OUT, line) :]
+            with pipe:
+                while line:
+                    line = line[write(_AGENT_OUT, line) :]
         except BaseException:
             exit_now(_AGENT_EXIT_EGRESS)
         if abort:
@@ -195,6 +206,20 @@ def _agent_install_recorders(policy: str) -> None:
     family_name = socket.AddressFamily
 
     net_symbols = _AGENT_NET_SYMBOLS
+    unix = socket.AF_UNIX
+    raw_family = socket.socket.__mro__[1].family  # _socket.socket's own getter: no Python property to override
+    on_socket = ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg")
+
+    def local(event: str, args: list[object]) -> bool:
+        """An AF_UNIX socket's creation, connect, bind or send: not an attempt (nothing to reach)."""
+        if event == "socket.__new__":
+            return len(args) > 1 and args[1] == unix
+        if event in on_socket and args:
+            try:
+                return raw_family.__get__(args[0]) == unix
+            except BaseException:
+                return False
+        return False
 
     def hook(event: str, raw: tuple[object, ...]) -> None:
         args: list[object] = list(raw)
@@ -202,7 +227,7 @@ def _agent_install_recorders(policy: str) -> None:
             report("ctypes_dlsym", str(args[1]), call_site())
             raise blocked(f"network access blocked inside the evalkit agent jail (ctypes {args[1]})")
         kind = audited.get(event) if event[:7] == "socket." else None
-        if kind is None:
+        if kind is None or local(event, args):
             return
         if event == "socket.__new__":
             family = args[1]
@@ -286,7 +311,7 @@ def _agent_rebuild(recipe: dict[str, object]) -> object:
 
 def _agent_build(spec: dict[str, object]) -> object:
     """The agent a spec names, built here, inside the jail, with evalkit's own adapters."""
-    from evalkit.pit import _agents
+    from evalkit.pit import _agent_base, _agents
 
     kind = spec["kind"]
     name = str(spec.get("name") or "")
@@ -305,7 +330,7 @@ def _agent_build(spec: dict[str, object]) -> object:
     if kind == "tool_loop":
         opts = spec["options"]  # type: ignore[assignment]
         return _agents.from_tool_loop(target, name=name, **opts)  # type: ignore[arg-type]
-    if isinstance(target, _agents._FunctionAgent):
+    if isinstance(target, _agent_base._FunctionAgent):
         return target
     if not callable(target):
         raise TypeError(f"{spec.get('where') or 'the agent'} is not callable (a {type(target).__name__})")
@@ -329,19 +354,34 @@ class AgentTools:
         self.session_date = str(context["session_date"])
         self.known_at = str(context["known_at"])
         self._reader = reader
+        self._open = True  # until the agent replies: a call after that is refused, never sent
 
     def __repr__(self) -> str:
         return f"AgentTools(arm={self.arm!r}, clock={self.clock!r}, session_date={self.session_date!r})"
 
     def _ask(self, msg: list[object]) -> list[object]:
         try:
-            _agent_send(msg)
-        except (TypeError, ValueError) as exc:
+            line = json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n"
+        except (TypeError, ValueError, RecursionError) as exc:
             raise TypeError(f"a tool call's arguments must be JSON values: {exc}") from None
-        reply = self._reader.next()
+        with _AGENT_PIPE:  # one request, then its answer: no other thread's message between them
+            if not self._open:
+                raise RuntimeError(
+                    f"the session of {self.session_date} has ended: its tools answer no more calls"
+                )
+            _agent_write(_AGENT_OUT, line)
+            reply = self._reader.next()
         if reply is None:
             raise _AgentGone
         return reply
+
+    def _close(self) -> None:
+        with _AGENT_PIPE:
+            self._open = False
+
+    def _complete_raw(self, model_id: str, request_json: dict[str, object]) -> list[object]:
+        """A model call as the endpoint makes it: the harness's answer as it came."""
+        return self._ask(["complete", str(model_id), request_json])
 
     def _tool(self, name: str, args: dict[str, object]) -> dict[str, object]:
         reply = self._ask(["tool", name, args])
@@ -400,7 +440,12 @@ def _agent_main(_settings: dict[str, object], _args: dict[str, object]) -> None:
     for path in reversed(options.get("paths") or []):
         sys.path.insert(0, str(path))
     _agent_install_recorders(str(options["network_policy"]))
+    from evalkit.pit import _sdk_transport
     from evalkit.pit._agents import AgentReply
+    from evalkit.pit._endpoint import ENDPOINT_ENV
+
+    os.environ.update(ENDPOINT_ENV)  # placeholders: the SDKs reach the endpoint, the gateway holds the keys
+    _sdk_transport.install()
 
     try:
         agent = _agent_build(spec)
@@ -416,6 +461,7 @@ def _agent_main(_settings: dict[str, object], _args: dict[str, object]) -> None:
         if msg[0] != "session":
             exit_now(0)
         tools = AgentTools(msg[2], reader)
+        _sdk_transport.set_session(tools._complete_raw)
         out: list[object]
         try:
             out = _agent_reply(agent(msg[1], tools), AgentReply)  # type: ignore[operator]
@@ -426,7 +472,10 @@ def _agent_main(_settings: dict[str, object], _args: dict[str, object]) -> None:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
-        _agent_send(out)
+        with _AGENT_PIPE:  # no request of another thread is in flight; none is sent in this session's name after
+            tools._close()
+            _sdk_transport.set_session(None)
+            _agent_send(out)
 
 
 def _agent_reply(reply: object, reply_type: type) -> list[object]:

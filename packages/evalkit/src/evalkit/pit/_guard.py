@@ -13,7 +13,8 @@ once; under policy ``abort`` it then ends the process, under ``continue`` the ra
 raises :class:`NetworkBlocked`, a ``BaseException`` that ``except Exception`` cannot swallow.
 
 The guard is not the boundary: it patches Python names in one process, and code can go around it. In a PIT run
-the kernel blocks (the jail's network namespace has no route, and seccomp refuses sockets).
+the kernel blocks (the jail's network namespace has no route, and seccomp ends a process that makes a socket of a
+network family). ``AF_UNIX`` sockets are not patched: they reach nothing outside the jail.
 """
 
 from __future__ import annotations

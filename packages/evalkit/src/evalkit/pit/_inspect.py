@@ -15,8 +15,8 @@ The picks are the ``row_keys`` of the solver's ``submit`` call; a solver that ne
 with a JSON list of row_keys as its whole final text; any other text is the reply's text (the probe's questions
 are answered that way).
 
-Inside the wall an agent process may not create sockets (seccomp) or threads (one process, one thread), so the
-solver runs on an event loop whose wake-up channel is a pipe instead of asyncio's socket pair.
+The solver runs on an event loop of its own whose wake-up channel is a pipe (the wall allows asyncio's AF_UNIX
+socket pair and threads too; a pipe is simply the lighter channel, and one loop serves the process's sessions).
 
 This module imports Inspect AI (the optional extra ``evalkit-harness[inspect]``); evalkit imports it only when an Inspect
 agent or tool is asked for.
@@ -54,7 +54,7 @@ from inspect_ai.model._model import init_active_model  # pyright: ignore[reportP
 from inspect_ai.solver import Generate, Solver, TaskState
 from inspect_ai.tool import Tool, ToolCall, ToolChoice, ToolDef, ToolFunction, ToolInfo, ToolParams
 
-from evalkit.pit._agents import (  # pyright: ignore[reportPrivateUsage]
+from evalkit.pit._agent_base import (  # pyright: ignore[reportPrivateUsage]
     SUBMIT_SPEC,
     Agent,
     AgentOrigin,
@@ -425,7 +425,7 @@ def _host_models(model: str, model_args: Mapping[str, Any] | None) -> tuple[Host
 
 def _import_root(module: str, where: str) -> list[str]:
     """The ``sys.path`` entry module ``module`` is found under (the gateway process is started afresh)."""
-    from evalkit.pit._agents import find_module
+    from evalkit.pit._agent_base import find_module
 
     try:
         found = find_module(module)

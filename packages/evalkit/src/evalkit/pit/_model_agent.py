@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, cast
 
-from evalkit.pit._agents import (  # pyright: ignore[reportPrivateUsage]
+from evalkit.pit._agent_base import (  # pyright: ignore[reportPrivateUsage]
     SUBMIT_SPEC,
     Agent,
     AgentOrigin,

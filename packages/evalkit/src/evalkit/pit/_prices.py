@@ -4,14 +4,17 @@ The loader is strict: a price file either holds one clean opening price per (tic
 with one line naming the file, the line and the field. Refused:
 
 - a duplicate (ticker, date): which bar is right would depend on row order;
-- an open that is zero, negative, infinite or not a number ("12,5", "abc");
+- an open that is zero, negative, infinite or not a number ("12,5", "abc", and the vendors' ``n/a``, ``NA``,
+  ``null`` or ``NaN``: a marker is not a number, and a bar it stands for would silently count as an unpriced
+  trade);
+- any other price column the file has (``high``, ``low``, ``close``, ``adj_close``, ...) holding text that is not a
+  number (the loader reads only ``open``, but a file whose columns hold markers is not trusted for it either);
 - a date that is not ``YYYY-MM-DD`` (trailing text included), or a timestamp whose time is not midnight;
 - an empty ticker;
 - a file with no usable row.
 
-A bar whose open is explicitly missing (an empty field, or ``null``/``NA``/``N/A``/``NaN``, which vendors
-write for halted or not-yet-listed days) is no price for that day, the same as an absent row; such rows are
-counted in :attr:`Prices.missing_bars`.
+A bar whose open is empty (an empty CSV field, or null in Parquet: what vendors leave for halted or not-yet-listed
+days) is no price for that day, the same as an absent row; such rows are counted in :attr:`Prices.missing_bars`.
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from evalkit_core import EvalkitError, file_digest
 __all__ = ["Prices", "PricesError", "load_prices"]
 
 REQUIRED = ("ticker", "date", "open")
-MISSING_MARKERS = ("", "null", "NULL", "Null", "NA", "N/A", "na", "n/a", "nan", "NaN", "NAN")
+MISSING_MARKERS = ("",)  # only an empty field: any text must be a number
+# Other price columns a vendor's file may hold: not read, but checked like ``open`` when present.
+PRICE_COLUMNS = ("high", "low", "close", "adj_close", "adjclose", "adj close", "adjusted_close", "vwap")
 # A date, optionally followed by a midnight time (vendors that export timestamps write 00:00:00, maybe with an
 # offset); anything else after the date is trailing text and refused.
-_DATE_RE = r"^\d{4}-\d{2}-\d{2}(?:[ T]00:00(?::00(?:\.0+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$"
-_NUMBER_RE = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
+_DATE_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[ T]00:00(?::00(?:\.0+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?$"
+_NUMBER_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 
 
 class PricesError(EvalkitError):
@@ -82,8 +87,12 @@ def load_prices(path: str | Path, *, source: str, pulled_at: str | None = None) 
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
         raise PricesError(f"{p}: missing column(s) {', '.join(missing)}; expected at least ticker, date, open")
-    text = raw.select(_as_text(raw, "ticker"), _as_text(raw, "date"), _as_text(raw, "open")).with_row_index("_row")
-    frame, missing_bars = _validate(p, text, parquet=parquet)
+    extra = [c for c in raw.columns if c.strip().lower() in PRICE_COLUMNS]
+    text = raw.select(
+        _as_text(raw, "ticker"), _as_text(raw, "date"), _as_text(raw, "open"), *[_as_text(raw, c) for c in extra]
+    ).with_row_index("_row")
+    _check_numbers(p, text, extra, parquet=parquet)
+    frame, missing_bars = _validate(p, text.select("_row", "ticker", "date", "open"), parquet=parquet)
     return Prices(path=p, source=source, pulled_at=pulled_at, sha256=file_digest(p), frame=frame, missing_bars=missing_bars)
 
 
@@ -102,6 +111,17 @@ def _as_text(raw: pl.DataFrame, name: str) -> pl.Expr:
         )
     # Floats keep NaN and infinities visible as text ("NaN", "inf"), so the checks below see them.
     return col.cast(pl.String).alias(name)
+
+
+def _check_numbers(p: Path, text: pl.DataFrame, columns: list[str], *, parquet: bool) -> None:
+    """Each other price column holds numbers or nothing (empty)."""
+    for name in columns:
+        col = pl.col(name).str.strip_chars()
+        bad = text.filter(col.is_not_null() & (col != "") & ~col.str.contains(_NUMBER_RE)).head(1)
+        if bad.height:
+            row = int(bad.get_column("_row").item())
+            value = bad.get_column(name).item()
+            raise PricesError(f"{_where(p, row, parquet=parquet)}: field {name!r} expected a number, got {value!r}")
 
 
 def _validate(p: Path, text: pl.DataFrame, *, parquet: bool) -> tuple[pl.DataFrame, int]:

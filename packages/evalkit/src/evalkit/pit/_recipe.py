@@ -42,7 +42,7 @@ from typing import Any, cast
 
 import attrs
 
-from evalkit.pit._agents import AgentOrigin, AgentSpecError, module_location
+from evalkit.pit._agent_base import AgentOrigin, AgentSpecError, module_location
 from evalkit.wall import TaggedError, tagged_encode
 
 __all__ = ["Recipe", "jail_roots", "recipe_for"]
@@ -130,7 +130,7 @@ def recipe_for(agent: object, protected: Iterable[str | Path]) -> Recipe:
             spec["options"] = options
     else:
         raise AgentSpecError(f"agent {name!r}: unknown origin {origin.kind!r}")
-    warm = ["evalkit.pit._agents", "evalkit.pit._guard"]
+    warm = ["evalkit.pit._agents", "evalkit.pit._guard", "evalkit.pit._sdk_transport"]
     if origin.kind == "model":
         warm.append("evalkit.pit._model_agent")
     if origin.kind == "inspect":  # Inspect takes seconds to import: once in the zygote, not once per cell
@@ -254,9 +254,10 @@ class _Builder:
             for part in qual.split("."):
                 obj = getattr(obj, part, None)
             return (module, qual) if obj is value else None
-        # an instance kept under a name in the module that defines its type (stub_agent, say)
+        # an instance kept under a name in the module that defines its type, or in the module that keeps
+        # evalkit's own agents (stub_agent, whose type is defined in _agent_base)
         cls_module = getattr(type(value), "__module__", None)
-        for name in _candidate_modules(cls_module):
+        for name in dict.fromkeys([*_candidate_modules(cls_module), "evalkit.pit._agents"]):
             loaded = sys.modules.get(name)
             if loaded is None or getattr(loaded, "__spec__", None) is None or name == "__main__":
                 continue

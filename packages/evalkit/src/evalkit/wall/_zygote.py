@@ -145,6 +145,14 @@ class WallPolicy:
     the process still ends it where the host can see it; ``AF_UNIX`` stays refused with EPERM (the C library's
     own name-service lookups try it).
 
+    ``unix_sockets``: ``socket()`` and ``socketpair()`` of ``AF_UNIX`` are allowed (an event loop's wake-up pair;
+    with only read-only paths and a private ``/job``, there is nothing of the host's to connect to), and each job
+    gets a network namespace of its own (abstract names live there, and may outlive their process: no channel from
+    one job to the next); without bubblewrap or namespaces only ``socketpair()`` is. Every other family stays
+    refused as above. ``single_process``: threads may start but
+    processes may not (``fork``, ``vfork`` and a ``clone`` without ``CLONE_THREAD`` are refused), so the rlimit
+    on processes can count threads.
+
     ``hostname``: what ``uname`` and ``/proc/sys/kernel/hostname`` say inside the jail (a UTS namespace of its
     own), the same for every jail on every machine, so that no job learns which host grades it."""
 
@@ -153,6 +161,8 @@ class WallPolicy:
     python_flags: tuple[str, ...] = ("-S", "-P")
     pythonpath: tuple[str, ...] = ()
     kill_network_sockets: bool = False
+    unix_sockets: bool = False
+    single_process: bool = False
     hostname: str = "evalkit-jail"
 
 
@@ -459,7 +469,15 @@ class Zygote:
             "namespaces": self._namespaces,
             "jail_root": self._use_bwrap,
             "seccomp_library": self._seccomp,
-            "seccomp": {"deny": list(self.policy.deny), "kill_network_sockets": self.policy.kill_network_sockets},
+            "seccomp": {
+                "deny": list(self.policy.deny),
+                "kill_network_sockets": self.policy.kill_network_sockets,
+                "unix_sockets": self.policy.unix_sockets,
+                # a named AF_UNIX socket only where a job has a root and a network namespace of its own: without
+                # them a path or an abstract name could reach a socket of the host (socket pairs stay allowed)
+                "unix_named": self.policy.unix_sockets and self._use_bwrap and self._namespaces,
+                "single_process": self.policy.single_process,
+            },
         }
         env = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
         if self.policy.pythonpath and not self._use_bwrap:

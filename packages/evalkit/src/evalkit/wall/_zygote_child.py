@@ -156,17 +156,29 @@ class _Seccomp:
 
         masked_eq = 7  # SCMP_CMP_MASKED_EQ
         kill_sockets = bool(policy.get("kill_network_sockets"))  # type: ignore[union-attr]
+        unix = bool(policy.get("unix_sockets"))  # type: ignore[union-attr]
+        kill_process, cmp_ne, cmp_eq = 0x80000000, 1, 4  # SCMP_ACT_KILL_PROCESS, SCMP_CMP_NE, SCMP_CMP_EQ
         for name in policy["deny"]:  # type: ignore[union-attr]
-            if kill_sockets and name == "socket":
+            if (kill_sockets or unix) and name in ("socket", "socketpair"):
                 continue
             rule(eperm, str(name))
             self.denied.append(str(name))
-        if kill_sockets:
-            # socket() of a network family ends the process (SIGSYS); AF_UNIX (1) is refused
-            kill_process, cmp_ne, cmp_eq = 0x80000000, 1, 4  # SCMP_ACT_KILL_PROCESS, SCMP_CMP_NE, SCMP_CMP_EQ
-            rule(kill_process, "socket", (0, cmp_ne, 1, 0))
-            rule(eperm, "socket", (0, cmp_eq, 1, 0))
-            self.denied.append("socket")
+        if kill_sockets or unix:
+            # socket() of a network family ends the process (SIGSYS) or is refused; AF_UNIX (1) is refused
+            # unless the policy allows it; socketpair() exists only for AF_UNIX and is refused likewise
+            rule(kill_process if kill_sockets else eperm, "socket", (0, cmp_ne, 1, 0))
+            rule(eperm, "socketpair", (0, cmp_ne, 1, 0))
+            if not policy.get("unix_named"):  # type: ignore[union-attr]
+                rule(eperm, "socket", (0, cmp_eq, 1, 0))
+            if not unix:
+                rule(eperm, "socketpair", (0, cmp_eq, 1, 0))
+            self.denied += ["socket", "socketpair"]
+        if policy.get("single_process"):  # type: ignore[union-attr]
+            # threads, never processes: fork, vfork and clone without CLONE_THREAD (0x10000) are refused
+            for name in ("fork", "vfork"):
+                rule(eperm, name)
+            rule(eperm, "clone", (0, masked_eq, 0x00010000, 0))
+            self.denied += ["fork", "vfork", "clone without CLONE_THREAD"]
         # kill(pid, sig) with a negative pid (another process group, or every process): refused
         rule(eperm, "kill", (0, masked_eq, 0x80000000, 0x80000000))
         # clone with any namespace flag: refused; clone3 hides its flags in memory, so it is answered ENOSYS and
@@ -368,6 +380,10 @@ def _serve() -> None:
     gc.collect()
     gc.freeze()  # children then write to (and so copy) few of the zygote's pages
     flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if settings["namespaces"] else 0
+    if flags and settings["seccomp"].get("unix_named"):
+        # AF_UNIX allowed: each job gets a network namespace of its own, so that an abstract socket name (which
+        # lives in the network namespace, and can outlive its process) is no channel from one job to the next
+        flags |= _CLONE_NEWNET
     jobs = _JOBS
     _send(ctl, {"op": "ready", "denied": seccomp.denied if seccomp else None, "unknown": seccomp.unknown if seccomp else None})
     while True:
