@@ -58,9 +58,9 @@ REQUIRED = (WALL if REQUIRE_WALL else frozenset()) | {
 
 
 def _seccomp() -> bool:
-    from evalkit.wall._zygote import _seccomp_library
+    from evalkit.wall._policy import seccomp_library
 
-    return _seccomp_library() is not None
+    return seccomp_library() is not None
 
 
 @cache
@@ -83,7 +83,7 @@ def has(component: str) -> bool:
     if BARE and component in SYSTEM:
         return False
     if component in {"bwrap", "seccomp"}:
-        from evalkit.wall._zygote import refused_layers
+        from evalkit.wall._policy import refused_layers
 
         if component in refused_layers():
             return False

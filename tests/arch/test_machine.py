@@ -43,7 +43,7 @@ def test_browser():
 
 
 def test_wall_refused_for_evalkit():
-    from evalkit.wall._zygote import refused_layers
+    from evalkit.wall._policy import refused_layers
 
     assert refused_layers() == frozenset({"bwrap", "seccomp"})
     assert machine.which("bwrap") is None and machine.which("chromium") is None

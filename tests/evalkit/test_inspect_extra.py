@@ -9,12 +9,12 @@ import sys
 HIDE = "import sys; sys.modules['inspect_ai'] = None\n"  # an import of inspect_ai now fails as if not installed
 
 
-def _python(code: str) -> subprocess.CompletedProcess[str]:
+def interpreter_path(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", HIDE + code], capture_output=True, text=True, check=False, timeout=120)
 
 
 def test_the_core_never_imports_inspect() -> None:
-    out = _python(
+    out = interpreter_path(
         "import evalkit, pit_harness, evalkit.pit\n"
         "from evalkit.pit import resolve_agent, run, RunConfig, export_samples\n"
         "from pit_harness.adapters.plain import from_callable\n"
@@ -25,7 +25,7 @@ def test_the_core_never_imports_inspect() -> None:
 
 
 def test_the_adapter_names_the_extra_in_one_line() -> None:
-    out = _python("import pit_harness.adapters.inspect\n")
+    out = interpreter_path("import pit_harness.adapters.inspect\n")
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     assert last == (

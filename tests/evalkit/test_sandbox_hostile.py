@@ -60,8 +60,8 @@ from evalkit import (
 )
 from evalkit.wall._codec import TaggedError, tagged_decode
 from evalkit.wall._exchange import call_result as _call_result
+from evalkit.wall._policy import WallError
 from evalkit.wall._sandbox import SandboxJob, user_processes
-from evalkit.wall._zygote import WallError
 from evalkit_core import digest
 
 pytestmark = pytest.mark.needs("bwrap", "seccomp", "root")  # it asserts the verdicts of the full wall

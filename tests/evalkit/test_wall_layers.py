@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import evalkit.grading._eval
 import machine  # pyright: ignore[reportImplicitRelativeImport]
+from evalkit.wall._program import interpreter_reachable
 from evalkit.wall._sandbox import Sandbox, SandboxJob
-from evalkit.wall._zygote import _interpreter_reachable
 from evalkit_cli import app
 
 BANK = Path(__file__).parent / "fixtures" / "tasks"
@@ -59,7 +59,7 @@ def test_a_missing_layer_is_recorded_and_grading_still_holds(without, weaker):
     assert not iso.full
     fields = iso.to_json()
     # without bubblewrap, a uid of its own only where that uid can read the interpreter (not under /root)
-    user_weak = os.geteuid() != 0 or ("bwrap" in without and not _interpreter_reachable())
+    user_weak = os.geteuid() != 0 or ("bwrap" in without and not interpreter_reachable())
     assert [k for k in ("user", "network", "filesystem", "processes", "seccomp") if "NOT" in str(fields[k])] == [
         *(["user"] if user_weak else []),
         *weaker,
@@ -122,7 +122,7 @@ def test_live_walls_in_one_process_never_share_a_uid_block():
     """Each wall user (sandbox, agent jail) holds its block of uids until it closes: one that lives long keeps its
     own while many others come and go (they used to take blocks round-robin, eight to a process, so a ninth
     sandbox shared the uids of one still running jobs)."""
-    from evalkit.wall._zygote import release_uid_block, uid_block
+    from evalkit.wall._policy import release_uid_block, uid_block
 
     keep = uid_block()
     for _ in range(20):
@@ -159,17 +159,17 @@ def test_a_zygote_program_is_taken_from_its_cache_only_for_the_same_source(tmp_p
     import sys
     import zlib
 
-    from evalkit.wall._zygote import _compiled
+    from evalkit.wall._program import compiled_program
 
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as PYTHONDONTWRITEBYTECODE says: nothing is kept
     source = "X = 1\n"
-    assert marshal.loads(_compiled(source, 0, tmp_path)).co_consts[0] == 1
+    assert marshal.loads(compiled_program(source, 0, tmp_path)).co_consts[0] == 1
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    first = _compiled(source, 0, tmp_path)
+    first = compiled_program(source, 0, tmp_path)
     (kept,) = tmp_path.iterdir()
     assert kept.read_bytes().endswith(first)
-    assert _compiled(source, 0, tmp_path) == first
+    assert compiled_program(source, 0, tmp_path) == first
     ns: dict[str, object] = {}
     exec(marshal.loads(first), ns)
     assert ns["X"] == 1
@@ -180,11 +180,11 @@ def test_a_zygote_program_is_taken_from_its_cache_only_for_the_same_source(tmp_p
     data = kept.read_bytes()
     head_and_source = data[: len(data) - len(first)]
     kept.write_bytes(head_and_source.replace(b"X = 1", b"X = 2") + evil)
-    assert _compiled(source, 0, tmp_path) == first
+    assert compiled_program(source, 0, tmp_path) == first
     kept.write_bytes(head_and_source[:-3] + evil)
-    assert _compiled(source, 0, tmp_path) == first
+    assert compiled_program(source, 0, tmp_path) == first
     kept.write_bytes(head_and_source.replace(b"evalkit wall program", b"evalkit wall progrem") + evil)
-    assert _compiled(source, 0, tmp_path) == first
+    assert compiled_program(source, 0, tmp_path) == first
     assert kept.read_bytes().endswith(first)
 
     # another source whose checksum collides lands on the same name and is compiled, not handed this one's program
@@ -193,7 +193,7 @@ def test_a_zygote_program_is_taken_from_its_cache_only_for_the_same_source(tmp_p
     forged = tmp_path / kept.name.replace(f"{zlib.crc32(source.encode()):08x}", f"{zlib.crc32(other.encode()):08x}")
     forged.write_bytes(kept.read_bytes())
     ns = {}
-    exec(marshal.loads(_compiled(other, 0, tmp_path)), ns)
+    exec(marshal.loads(compiled_program(other, 0, tmp_path)), ns)
     assert ns.get("Y") == 2 and "X" not in ns
 
 
@@ -201,14 +201,14 @@ def test_a_zygote_program_compiles_where_its_cache_cannot_be_written(tmp_path, m
     import marshal
     import sys
 
-    from evalkit.wall._zygote import _compiled
+    from evalkit.wall._program import compiled_program
 
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
 
     blocked = tmp_path / "file-not-dir"
     blocked.write_text("")
     ns: dict[str, object] = {}
-    exec(marshal.loads(_compiled("Z = 3\n", 0, blocked)), ns)
+    exec(marshal.loads(compiled_program("Z = 3\n", 0, blocked)), ns)
     assert ns["Z"] == 3
     assert [p.name for p in tmp_path.iterdir()] == ["file-not-dir"]  # nothing half-written beside it
 

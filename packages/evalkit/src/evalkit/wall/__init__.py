@@ -19,6 +19,17 @@ if TYPE_CHECKING:
     from evalkit.wall._codec import MAX_DEPTH, TaggedError, tagged_decode, tagged_encode, tagged_to_json
     from evalkit.wall._evidence import EVIDENCE, evidence_codes
     from evalkit.wall._hosterror import host_error
+    from evalkit.wall._policy import (
+        DEFAULT_DENY,
+        Spawned,
+        WallError,
+        WallPolicy,
+        WallReport,
+        describe_status,
+        refused_layers,
+        release_uid_block,
+        uid_block,
+    )
     from evalkit.wall._sandbox import (
         JSON,
         Isolation,
@@ -30,23 +41,11 @@ if TYPE_CHECKING:
         open_sandbox,
         user_processes,
     )
-    from evalkit.wall._zygote import (
-        DEFAULT_DENY,
-        Spawned,
-        WallError,
-        WallPolicy,
-        WallReport,
-        Zygote,
-        describe_status,
-        launch_early,
-        refused_layers,
-        release_uid_block,
-        uid_block,
-    )
+    from evalkit.wall._zygote import Zygote, launch_early
 
 # Lazy, like the package above: the CLI launches the zygotes early (``launch_early``) before it imports the rest.
 _LAZY: dict[str, str] = {
-    "DEFAULT_DENY": "evalkit.wall._zygote",
+    "DEFAULT_DENY": "evalkit.wall._policy",
     "EVIDENCE": "evalkit.wall._evidence",
     "JSON": "evalkit.wall._sandbox",
     "MAX_DEPTH": "evalkit.wall._codec",
@@ -55,24 +54,24 @@ _LAZY: dict[str, str] = {
     "SandboxJob": "evalkit.wall._sandbox",
     "SandboxLimits": "evalkit.wall._sandbox",
     "SandboxRun": "evalkit.wall._sandbox",
-    "Spawned": "evalkit.wall._zygote",
+    "Spawned": "evalkit.wall._policy",
     "TaggedError": "evalkit.wall._codec",
     "TestRun": "evalkit.wall._sandbox",
-    "WallError": "evalkit.wall._zygote",
-    "WallPolicy": "evalkit.wall._zygote",
-    "WallReport": "evalkit.wall._zygote",
+    "WallError": "evalkit.wall._policy",
+    "WallPolicy": "evalkit.wall._policy",
+    "WallReport": "evalkit.wall._policy",
     "Zygote": "evalkit.wall._zygote",
-    "describe_status": "evalkit.wall._zygote",
+    "describe_status": "evalkit.wall._policy",
     "evidence_codes": "evalkit.wall._evidence",
     "host_error": "evalkit.wall._hosterror",
     "launch_early": "evalkit.wall._zygote",
     "open_sandbox": "evalkit.wall._sandbox",
-    "refused_layers": "evalkit.wall._zygote",
-    "release_uid_block": "evalkit.wall._zygote",
+    "refused_layers": "evalkit.wall._policy",
+    "release_uid_block": "evalkit.wall._policy",
     "tagged_decode": "evalkit.wall._codec",
     "tagged_encode": "evalkit.wall._codec",
     "tagged_to_json": "evalkit.wall._codec",
-    "uid_block": "evalkit.wall._zygote",
+    "uid_block": "evalkit.wall._policy",
     "user_processes": "evalkit.wall._sandbox",
 }
 

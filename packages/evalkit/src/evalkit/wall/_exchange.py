@@ -18,7 +18,7 @@ import attrs
 from evalkit.wall._codec import TaggedError, tagged_decode, tagged_to_json
 from evalkit.wall._evidence import evidence_codes
 from evalkit.wall._jobs import JSON, MAX_MESSAGE, LoadStatus, SandboxRun, TestRun
-from evalkit.wall._zygote import describe_status
+from evalkit.wall._policy import describe_status
 
 __all__ = [
     "LOAD_ARITY",

@@ -31,8 +31,8 @@ from typing import Self
 
 from evalkit.wall._hosterror import host_error
 from evalkit.wall._jobs import JSON, Isolation, SandboxJob, SandboxLimits, SandboxRun, TestRun
+from evalkit.wall._policy import WallError, refused_layers, release_uid_block, uid_block
 from evalkit.wall._worker import Worker
-from evalkit.wall._zygote import WallError, refused_layers, release_uid_block, uid_block
 
 __all__ = [
     "JSON",

@@ -29,7 +29,9 @@ from evalkit.wall._exchange import (
     write_all,
 )
 from evalkit.wall._jobs import JSON, MAX_MESSAGE, LoadStatus, SandboxJob, SandboxLimits, SandboxRun, TestRun
-from evalkit.wall._zygote import Spawned, WallError, WallPolicy, Zygote, adopt_early, sandbox_payload_source
+from evalkit.wall._policy import Spawned, WallError, WallPolicy
+from evalkit.wall._program import sandbox_payload_source
+from evalkit.wall._zygote import Zygote, adopt_early
 
 __all__ = ["Spare", "Worker"]
 

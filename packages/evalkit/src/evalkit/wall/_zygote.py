@@ -32,275 +32,25 @@ import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
-import zlib
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
-import attrs
-
-__all__ = ["Spawned", "WallPolicy", "WallReport", "Zygote", "uid_block"]
-
-# Syscalls no grader, candidate or agent needs; each is answered EPERM (``kill`` of a negative pid, ``clone`` with
-# a namespace flag and ``clone3`` are handled by the zygote's own rules). Names unknown on an architecture are
-# skipped and reported.
-DEFAULT_DENY: tuple[str, ...] = (
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "process_madvise",
-    "pidfd_open",
-    "pidfd_send_signal",
-    "pidfd_getfd",
-    "kcmp",
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "move_mount",
-    "open_tree",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "mount_setattr",
-    "unshare",
-    "setns",
-    "bpf",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "perf_event_open",
-    "userfaultfd",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "kexec_load",
-    "kexec_file_load",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "reboot",
-    "swapon",
-    "swapoff",
-    "acct",
-    "settimeofday",
-    "clock_settime",
-    "clock_adjtime",
-    "adjtimex",
-    "iopl",
-    "ioperm",
-    "open_by_handle_at",
-    "name_to_handle_at",
-    "quotactl",
-    "syslog",
-    "vhangup",
-    "lookup_dcookie",
-    "fanotify_init",
-    "socket",
-    "socketpair",
-    "mknod",
-    "mknodat",
+from evalkit.wall._policy import (
+    Spawned,
+    WallError,
+    WallPolicy,
+    bwrap_path,
+    interpreter_path,
+    refused_layers,
+    seccomp_library,
+    system_lib_dirs,
 )
+from evalkit.wall._program import interpreter_reachable, sandbox_payload_source, zygote_program
 
-_UID_FLOOR = 200_000  # far above any uid in /etc/passwd; these uids own nothing outside a job
-_UID_BLOCK = 1024
-_UID_SLOTS = 8  # blocks a process may hold at once
-_instances = iter(range(1 << 30))
-_live_slots: set[int] = set()
-_slots_lock = threading.Lock()
-
-
-def uid_block() -> int:
-    """The first of a block of 1024 uids for one wall user in this process, distinct across live processes (by
-    pid) and across the users alive in this process (a block is held until :func:`release_uid_block`), so that no
-    two running jobs anywhere on the machine share a uid. Past eight users alive at once in one process, blocks
-    are shared again (each user still rotates through 1016 uids)."""
-    with _slots_lock:
-        free = [s for s in range(_UID_SLOTS) if s not in _live_slots]
-        slot = free[0] if free else next(_instances) % _UID_SLOTS
-        _live_slots.add(slot)
-    return _UID_FLOOR + ((os.getpid() % 100_000) * _UID_SLOTS + slot) * _UID_BLOCK
-
-
-def release_uid_block(base: int) -> None:
-    """Give back a block :func:`uid_block` handed out, once nothing of its user runs any more."""
-    slot = (base - _UID_FLOOR) // _UID_BLOCK - (os.getpid() % 100_000) * _UID_SLOTS
-    with _slots_lock:
-        _live_slots.discard(slot)
-
-
-@attrs.frozen
-class WallPolicy:
-    """What a jailed process may see and do. ``ro_paths`` are host paths bound read-only at the same place (the
-    interpreter's prefix and the system libraries are always added); ``python_flags`` start the zygote's
-    interpreter (``-S -P``: no site-packages, nothing from the working directory).
-
-    ``kill_network_sockets``: ``socket()`` of any family but ``AF_UNIX`` kills the process (SIGSYS, seen by the
-    host in its exit status) instead of failing with EPERM, so an attempt that got past every recorder inside
-    the process still ends it where the host can see it; ``AF_UNIX`` stays refused with EPERM (the C library's
-    own name-service lookups try it).
-
-    ``unix_sockets``: ``socket()`` and ``socketpair()`` of ``AF_UNIX`` are allowed (an event loop's wake-up pair;
-    with only read-only paths and a private ``/job``, there is nothing of the host's to connect to), and each job
-    gets a network namespace of its own (abstract names live there, and may outlive their process: no channel from
-    one job to the next); without bubblewrap or namespaces only ``socketpair()`` is. Every other family stays
-    refused as above. ``single_process``: threads may start but
-    processes may not (``fork``, ``vfork`` and a ``clone`` without ``CLONE_THREAD`` are refused), so the rlimit
-    on processes can count threads.
-
-    ``hostname``: what ``uname`` and ``/proc/sys/kernel/hostname`` say inside the jail (a UTS namespace of its
-    own), the same for every jail on every machine, so that no job learns which host grades it."""
-
-    ro_paths: tuple[str, ...] = ()
-    deny: tuple[str, ...] = DEFAULT_DENY
-    python_flags: tuple[str, ...] = ("-S", "-P")
-    pythonpath: tuple[str, ...] = ()
-    kill_network_sockets: bool = False
-    unix_sockets: bool = False
-    single_process: bool = False
-    hostname: str = "evalkit-jail"
-
-
-@attrs.frozen
-class WallReport:
-    """The layers in effect, measured at start. Each field is a sentence for people; ``full`` is True only when
-    every layer the design asks for is in place."""
-
-    filesystem: str
-    namespaces: str
-    user: str
-    seccomp: str
-    network: str
-    full: bool
-    weaker: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class Spawned:
-    """A job the zygote was asked to start (its pidfd, failure and exit status are kept by the zygote)."""
-
-    job_id: int
-
-
-def _system_lib_dirs() -> list[str]:
-    dirs = ["/usr/lib", "/usr/lib64", "/lib", "/lib64"]
-    return [d for d in dirs if Path(d).exists()]
-
-
-@cache
-def _seccomp_library() -> str | None:
-    arch = sysconfig.get_config_var("MULTIARCH") or ""
-    dirs = (f"/usr/lib/{arch}", f"/lib/{arch}", "/usr/lib64", "/usr/lib", "/lib64", "/lib")
-    # libseccomp 2's soname, looked for where the loader looks first: find_library runs ``ldconfig -p`` (a
-    # process) and imports ctypes, on the way to starting a grading command's zygotes
-    for d in dirs:
-        p = Path(d) / "libseccomp.so.2"
-        if p.exists():
-            return str(p.resolve())
-    import ctypes.util
-
-    name = ctypes.util.find_library("seccomp")
-    if name is None:
-        return None
-    if Path(name).is_absolute():
-        return name
-    for d in dirs:
-        p = Path(d) / name
-        if p.exists():
-            return str(p.resolve())
-    return None
-
-
-def refused_layers() -> frozenset[str]:
-    """The layers ``EVALKIT_WALL_WITHOUT`` (comma-separated: ``bwrap``, ``namespaces``, ``seccomp``) tells every wall of
-    this process and its children not to use, as if the machine lacked them: the tests' bare leg runs so. The
-    weaker wall is then measured, recorded and said like any other; other names are ignored."""
-    named = {w.strip() for w in os.environ.get("EVALKIT_WALL_WITHOUT", "").split(",")}
-    return frozenset(named & {"bwrap", "namespaces", "seccomp"})
-
-
-def _own_source(name: str) -> str:
-    """The source of a module of this package, read as text for a zygote's command line (beside this file: a
-    zipped install could not run the wall's ``python -c`` anyway, and ``importlib.resources`` alone costs a
-    grading command's start tens of milliseconds)."""
-    return Path(__file__).with_name(name).read_text(encoding="utf-8")
-
-
-@cache
-def _zygote_source() -> str:
-    return _own_source("_zygote_child.py")
-
-
-@cache
-def _codec_source() -> str:
-    return _own_source("_codec.py")
-
-
-@cache
-def _interpreter_reachable() -> bool:
-    """Whether a uid of no privilege can read this interpreter's standard library on the host's filesystem (under
-    bubblewrap the jail makes it so; without it, an interpreter under ``/root`` is not)."""
-    path = Path(sysconfig.get_paths()["stdlib"])
-    for d in [*reversed(path.parents), path]:
-        try:
-            if not d.stat().st_mode & 0o001:
-                return False
-        except OSError:
-            return False
-    return True
-
-
-@cache
-def _zygote_program(payload: str, optimize: int) -> bytes:
-    """The zygote's whole program (its own source, the codec's, then the payload's), compiled and marshalled. A
-    zygote handed this starts some 15 ms of CPU sooner than one given the 50 kB of source to compile, and there is
-    one zygote per worker."""
-    appended = [_strip_future(src) for src in (_codec_source(), payload)]
-    return _compiled("\n".join([_zygote_source(), *appended, "_zygote_main()"]), optimize)
-
-
-def _compiled(source: str, optimize: int, cache_dir: Path | None = None) -> bytes:
-    """``source`` compiled and marshalled, kept in ``cache_dir`` (default: this module's own ``__pycache__``, where
-    Python keeps its bytecode, with the same trust) under a name from its checksum, with the whole source in front:
-    a file is used only when the source it holds is this one, byte for byte, and an interpreter of this exact
-    version wrote it. Where the directory cannot be written (or bytecode writing is off) the source is compiled on
-    each start."""
-    text = source.encode()
-    head = f"evalkit wall program\n{sys.version}\n{optimize}\n{len(text)}\n".encode()
-    name = f"wall-zygote.{sys.implementation.cache_tag}.{zlib.crc32(text):08x}.bin"
-    path = (cache_dir or Path(__file__).with_name("__pycache__")) / name
-    with contextlib.suppress(OSError):
-        data = path.read_bytes()
-        if data[: len(head)] == head and data[len(head) : len(head) + len(text)] == text:
-            return data[len(head) + len(text) :]
-    program = marshal.dumps(compile(source, "<string>", "exec", dont_inherit=True, optimize=optimize))
-    if not sys.dont_write_bytecode:
-        tmp = path.with_name(f"{name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            path.parent.mkdir(exist_ok=True)
-            tmp.write_bytes(head + text + program)
-            tmp.replace(path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-    return program
-
-
-def _strip_future(source: str) -> str:
-    """A module's source made fit to follow another one (a ``from __future__`` import must come first)."""
-    return "\n".join("" if ln.startswith("from __future__ import") else ln for ln in source.splitlines())
-
-
-def _bwrap_path() -> str | None:
-    """Where bubblewrap is, resolved from the caller's ``PATH`` to an absolute path once per zygote (the jail is then
-    started by that path: the environment it starts under has a ``PATH`` of its own), or None when it is not there."""
-    found = shutil.which("bwrap")
-    return str(Path(found).absolute()) if found is not None else None
+__all__ = ["Zygote", "adopt_early", "launch_early"]
 
 
 def _popen(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
@@ -310,14 +60,6 @@ def _popen(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         return cast("subprocess.Popen[bytes]", subprocess.Popen(command, **kwargs))
     except OSError as exc:
         raise WallError(f"cannot start the wall's jail: {command[0]}: {exc.strerror or exc}") from None
-
-
-def _python() -> str:
-    return os.path.realpath(sys.executable)
-
-
-class WallError(OSError):
-    """The wall itself failed (never a candidate's doing)."""
 
 
 class Zygote:
@@ -338,10 +80,10 @@ class Zygote:
         self._label = label
         refused = refused_layers()
         # absolute: the jail starts under an environment of its own
-        self._bwrap = _bwrap_path() if bwrap and "bwrap" not in refused else None
+        self._bwrap = bwrap_path() if bwrap and "bwrap" not in refused else None
         self._use_bwrap = self._bwrap is not None
         self._namespaces = namespaces and "namespaces" not in refused and (os.geteuid() == 0 or self._use_bwrap)
-        self._seccomp = _seccomp_library() if seccomp and "seccomp" not in refused else None
+        self._seccomp = seccomp_library() if seccomp and "seccomp" not in refused else None
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
         self._launched: bool | None = None  # launched and not yet confirmed ready
@@ -383,7 +125,7 @@ class Zygote:
     @property
     def separate_uids(self) -> bool:
         """Whether jobs run under uids of their own: as root, where the job's uid can reach the interpreter."""
-        return os.geteuid() == 0 and (self._use_bwrap or _interpreter_reachable())
+        return os.geteuid() == 0 and (self._use_bwrap or interpreter_reachable())
 
     @property
     def seccomp_library(self) -> str | None:
@@ -391,7 +133,7 @@ class Zygote:
 
     def _command(self, settings: Mapping[str, object], program: tuple[int, int]) -> list[str]:
         """The zygote's command line; ``program`` is the descriptor and size of its compiled program."""
-        python = _python()
+        python = interpreter_path()
         prefix = os.path.realpath(sys.base_prefix)
         boot = f"import marshal,os;exec(marshal.loads(os.pread({program[0]},{program[1]},0)))"
         inner = [python, *self.policy.python_flags, "-c", boot, json.dumps(settings)]
@@ -421,7 +163,7 @@ class Zygote:
                     made.add(str(parent))
                     args.extend(["--perms", "0755", "--dir", str(parent)])
 
-        for d in _system_lib_dirs():
+        for d in system_lib_dirs():
             real = os.path.realpath(d)
             if real != d:
                 args += ["--symlink", os.path.relpath(real, "/"), d]
@@ -435,7 +177,7 @@ class Zygote:
         if self._seccomp:
             paths.append(self._seccomp)
         for p in dict.fromkeys(paths):
-            if Path(p).exists() and not any(p.startswith(d + "/") for d in _system_lib_dirs()):
+            if Path(p).exists() and not any(p.startswith(d + "/") for d in system_lib_dirs()):
                 traversable(p)
                 args += ["--ro-bind", p, p]
         args += ["--proc", "/proc", "--dev", "/dev", "--dir", "/job", "--remount-ro", "/", "--remount-ro", "/dev"]
@@ -484,7 +226,7 @@ class Zygote:
             env["PYTHONPATH"] = ":".join(self.policy.pythonpath)
         fd = child.fileno()
         flags = self.policy.python_flags
-        program = _zygote_program(self._payload, 2 if "-OO" in flags else 1 if "-O" in flags else 0)
+        program = zygote_program(self._payload, 2 if "-OO" in flags else 1 if "-O" in flags else 0)
         # the program reaches the zygote in a memory file (memfd) it reads once at start and then closes (_serve)
         code_fd = os.memfd_create("evalkit-wall-program", os.MFD_CLOEXEC)
         settings["ctl_fd"], settings["program_fd"] = fd, code_fd
@@ -709,33 +451,10 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-def describe_status(status: int | None) -> str:
-    if status is None:
-        return "the process vanished"
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = str(sig)
-        if sig == signal.SIGXFSZ:
-            return "killed by SIGXFSZ: file size limit exceeded"
-        if sig == signal.SIGXCPU:
-            return "killed by SIGXCPU: CPU time limit exceeded"
-        return f"killed by signal {name}"
-    if os.WIFEXITED(status):
-        return f"the process exited with code {os.WEXITSTATUS(status)}"
-    return f"the process ended with status {status}"
-
-
 # ----------------------------------------------------------------------------------------- early start
 
 _EARLY: list[Zygote] = []
 _EARLY_LOCK = threading.Lock()
-
-
-def sandbox_payload_source() -> str:
-    return _own_source("_sandbox_child.py")
 
 
 def launch_early(count: int) -> None:
