@@ -200,7 +200,11 @@ def _fresh_checkout(dest: Path) -> Path:
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     for rel in filter(None, files.decode().split("\0")):
         src = ROOT / rel
-        if src.is_file():
+        if src.is_symlink():  # tasks/ and campaigns/ point into the package that ships them, as in a clone
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(src.readlink())
+        elif src.is_file():
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target)

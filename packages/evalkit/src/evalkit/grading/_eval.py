@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import cast
 
 import attrs
 
+from evalkit.grading._eval_journal import (
+    EvalInterrupted,
+    Journal,
+    grade_each,
+    item_key,
+    journal_path,
+    verdict_from_json,
+)
 from evalkit.grading._eval_models import CACHE_DIR_NAME, model_completions, model_request
 from evalkit.grading._eval_receipt import (
     RECEIPT_FORMAT,
@@ -27,7 +35,7 @@ from evalkit.grading._eval_receipt import (
 from evalkit.grading._ray import GradingPool, RayCluster, check_executor
 from evalkit.grading._tasks import JSON, Task, bank_digest, load_tasks
 from evalkit.grading._validate import Problem, reference_solution, validate_bank
-from evalkit.grading._verifiers import Verdict, VerifierSettings, grade_many
+from evalkit.grading._verifiers import Verdict, VerifierSettings
 from evalkit.wall import Isolation, Sandbox, SandboxLimits
 from evalkit_core import (
     ConfigError,
@@ -44,6 +52,7 @@ __all__ = [
     "CACHE_DIR_NAME",
     "RECEIPT_FORMAT",
     "RECEIPT_KIND",
+    "EvalInterrupted",
     "EvalReport",
     "Problem",
     "Rollout",
@@ -88,6 +97,7 @@ class EvalReport:
     results_path: Path | None
     receipt_path: Path | None
     solver: Mapping[str, JSON] = attrs.field(factory=dict[str, JSON])  # as in the receipt: calls, cached, cost
+    resumed: int = 0  # verdicts taken from the journal of an interrupted run (see evalkit.grading._eval_journal)
 
 
 def read_replay(path: Path, tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
@@ -225,19 +235,21 @@ def _run_eval(
     samples = [samples[i] for i in order]
     settings = VerifierSettings(sandbox.limits)
     isolation = sandbox.isolation
-    if isinstance(sandbox, GradingPool):
-        verdicts = sandbox.grade_many(items, settings, extract=extract, progress=progress)
-    else:
-        verdicts = grade_many(items, sandbox, settings, extract=extract, progress=progress)
-        sandbox.hang_up()  # every job is done: the jails end while the results are written
-    keep = solver_json["name"] == "model"  # a model's answers are recorded nowhere else
-    rollouts = tuple(
-        Rollout(t.id, s, v, text if keep else None) for (t, text), s, v in zip(items, samples, verdicts, strict=True)
-    )
-    rows = [r.to_json() for r in rollouts]
-    summary = summarize(rows, len(tasks))
     digest_of_bank = bank_digest(tasks)
+    keep = solver_json["name"] == "model"  # a model's answers are recorded nowhere else
     out_path = Path(out) if out is not None else None
+    journal = None
+    if out_path is not None:
+        identity = {k: v for k, v in solver_json.items() if k in {"name", "file_digest", "model_id"}}
+        header: dict[str, JSON] = {"bank": digest_of_bank, "settings": settings.digest, "solver": identity, "k": k}
+        journal = Journal(journal_path(out_path), header, ensure_signing_key()[0])
+    rows = _grade_rows(items, samples, sandbox, settings, extract=extract, keep=keep, journal=journal,
+                       progress=progress)  # fmt: skip
+    rollouts = tuple(
+        Rollout(str(r["task_id"]), cast("int", r["sample"]), verdict_from_json(r), text if keep else None)
+        for r, (_, text) in zip(rows, items, strict=True)
+    )
+    summary = summarize(rows, len(tasks))
     if out_path is not None:
         atomic_write_bytes(out_path, b"".join(canonical_bytes(r) + b"\n" for r in rows))
     receipt_path = Path(receipt) if receipt is not None else None
@@ -264,9 +276,60 @@ def _run_eval(
             "files_relative_to": "receipt",
         }
         write_receipt(receipt_path, make_receipt(body, key=ensure_signing_key()[0]))
+    resumed = len(journal.kept) if journal is not None else 0
+    if journal is not None:
+        journal.discard()  # the results file holds every verdict now
     return EvalReport(
-        len(tasks), digest_of_bank, rollouts, summary, settings, isolation, out_path, receipt_path, solver_json
+        len(tasks), digest_of_bank, rollouts, summary, settings, isolation, out_path, receipt_path, solver_json,
+        resumed,
     )
+
+
+def _grade_rows(
+    items: Sequence[tuple[Task, str]],
+    samples: Sequence[int],
+    sandbox: Sandbox | GradingPool,
+    settings: VerifierSettings,
+    *,
+    extract: bool,
+    keep: bool,
+    journal: Journal | None,
+    progress: Callable[[int, int], None] | None,
+) -> list[dict[str, JSON]]:
+    """The results rows of ``items`` in order: those the journal kept, the rest graded now (each journaled as it
+    is made). Ctrl-C raises :class:`EvalInterrupted` naming the journal and what it holds."""
+    keys = [item_key(t.id, s, text) for (t, text), s in zip(items, samples, strict=True)]
+    kept = journal.kept if journal is not None else {}
+    rows: list[dict[str, JSON] | None] = [kept.get(key) for key in keys]
+    pending = [i for i, r in enumerate(rows) if r is None]
+    done = [len(items) - len(pending)]
+    if progress is not None and done[0]:
+        progress(done[0], len(items))
+
+    def record(n: int, verdict: Verdict) -> None:
+        i = pending[n]
+        row = Rollout(items[i][0].id, samples[i], verdict, items[i][1] if keep else None).to_json()
+        if journal is not None:
+            journal.append(keys[i], row)
+        rows[i] = row
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], len(items))
+
+    todo = [items[i] for i in pending]
+    try:
+        if isinstance(sandbox, GradingPool):
+            for n, verdict in enumerate(sandbox.grade_many(todo, settings, extract=extract)):
+                record(n, verdict)
+        else:
+            grade_each(todo, sandbox, settings, extract=extract, on_verdict=record)
+            sandbox.hang_up()  # every job is done: the jails end while the results are written
+    except KeyboardInterrupt:
+        if journal is None:
+            raise
+        journal.close()
+        raise EvalInterrupted(journal.path, len(kept) + journal.written) from None
+    return [r for r in rows if r is not None]
 
 
 def _relative(path: Path, base: Path) -> str:

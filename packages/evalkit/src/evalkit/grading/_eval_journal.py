@@ -1,0 +1,229 @@
+"""Finished verdicts kept as they are made: the journal beside an eval's results file, and grading that feeds it.
+
+``evalkit eval`` grades many candidates over minutes; an interrupt must not lose the verdicts already made. Each
+verdict is appended to ``<results>.partial`` as one canonical JSON line, fsync'd, the moment it is made. A run given
+the same results path finds the journal, keeps every verdict whose task, sample and candidate text are the same
+(under the same bank, verifier settings and solver), grades only the rest, writes the results file and deletes the
+journal. A kept row is the row that went in, byte for byte, so a resumed run writes the same results file as an
+uninterrupted one.
+
+The journal is an input to a signed receipt, so it is not trusted as found: each line carries an HMAC whose key is
+derived from the signing key (an Ed25519 signature is deterministic, so the key is the same run after run and
+only the holder of the private key can make it) over the line and the journal's header. A line that does not
+check, and everything after it, is graded again; a torn last line (an interrupt mid-write) is cut off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import cast
+
+import attrs
+
+from evalkit.grading._extract import ExtractionError, extract_code, extract_json, parse_json
+from evalkit.grading._tasks import JSON, CodeTask, StructuredTask, Task
+from evalkit.grading._verifiers import (
+    Reason,
+    TestVerdict,
+    Verdict,
+    VerifierSettings,
+    _all_failed,  # pyright: ignore[reportPrivateUsage]
+    _code_verdict,  # pyright: ignore[reportPrivateUsage]
+    _job,  # pyright: ignore[reportPrivateUsage]
+    _structured_verdict,  # pyright: ignore[reportPrivateUsage]
+)
+from evalkit.wall import Sandbox, SandboxRun
+from evalkit_core import SigningKey, canonical_bytes, digest
+
+__all__ = ["JOURNAL_SUFFIX", "EvalInterrupted", "Journal", "grade_each", "item_key", "journal_path", "verdict_from_json"]
+
+JOURNAL_SUFFIX = ".partial"
+JOURNAL_KIND = "evalkit.eval.journal"
+JOURNAL_FORMAT = 1
+
+
+class EvalInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an eval: ``kept`` finished verdicts are in ``journal``; the same command resumes from it."""
+
+    def __init__(self, journal: Path, kept: int) -> None:
+        super().__init__(f"{kept} finished verdict(s) kept in {journal}")
+        self.journal = journal
+        self.kept = kept
+
+
+def journal_path(results: Path) -> Path:
+    return results.with_name(results.name + JOURNAL_SUFFIX)
+
+
+def item_key(task_id: str, sample: int, text: str) -> str:
+    """What a kept verdict answers: this task, this sample, this exact candidate text."""
+    return digest({"task_id": task_id, "sample": sample, "text_sha256": hashlib.sha256(text.encode()).hexdigest()})
+
+
+def _mac_key(key: SigningKey) -> bytes:
+    return hashlib.sha256(key.sign(b"evalkit eval journal: line key, format 1")).digest()
+
+
+class Journal:
+    """The journal of one results path: the rows it held that still apply (``kept``), and an appender."""
+
+    def __init__(self, path: Path, header: Mapping[str, JSON], key: SigningKey) -> None:
+        self.path = path
+        self._header = canonical_bytes({"kind": JOURNAL_KIND, "format": JOURNAL_FORMAT, **header})
+        self._mac = hmac.new(_mac_key(key), self._header, hashlib.sha256).digest()
+        self.kept: dict[str, dict[str, JSON]] = {}
+        self.written = 0
+        good = self._read()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        if good == 0:
+            os.ftruncate(self._fd, 0)
+            os.write(self._fd, self._header + b"\n")
+        else:  # keep the lines that check; what followed them (a torn or foreign line) is graded again
+            os.ftruncate(self._fd, good)
+        os.lseek(self._fd, 0, os.SEEK_END)
+        os.fsync(self._fd)
+
+    def _tag(self, line: bytes) -> str:
+        return hmac.new(self._mac, line, hashlib.sha256).hexdigest()
+
+    def _read(self) -> int:
+        """Load the kept rows; the length of the prefix that checks (0: no journal, or another run's)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return 0
+        first, sep, rest = data.partition(b"\n")
+        if not sep or first != self._header:
+            return 0  # another bank, other settings, another solver: nothing in it applies
+        good = len(first) + 1
+        for raw in rest.split(b"\n")[:-1]:  # the part after the last newline is torn
+            try:
+                entry = json.loads(raw)
+                body = canonical_bytes({"key": entry["key"], "row": entry["row"]})
+            except (ValueError, KeyError, TypeError):
+                break
+            if not isinstance(entry.get("mac"), str) or not hmac.compare_digest(entry["mac"], self._tag(body)):
+                break
+            self.kept[cast("str", entry["key"])] = cast("dict[str, JSON]", entry["row"])
+            good += len(raw) + 1
+        return good
+
+    def append(self, key: str, row: dict[str, JSON]) -> None:
+        body = canonical_bytes({"key": key, "row": row})
+        line = canonical_bytes({"key": key, "mac": self._tag(body), "row": row}) + b"\n"
+        os.write(self._fd, line)
+        os.fsync(self._fd)
+        self.written += 1
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def discard(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+def verdict_from_json(row: Mapping[str, JSON]) -> Verdict:
+    """The verdict a results row (or journal row) was made from (its sandbox output is not in the row)."""
+
+    def tests(block: JSON) -> tuple[TestVerdict, ...]:
+        items = cast("list[dict[str, JSON]]", cast("dict[str, JSON]", block)["tests"])
+        return tuple(
+            TestVerdict(str(t["name"]), bool(t["passed"]), cast("Reason", t["reason"]), str(t["detail"]),
+                        cast("str | None", t["actual"]))
+            for t in items
+        )  # fmt: skip
+
+    return Verdict(
+        task_id=str(row["task_id"]),
+        task_digest=str(row["task_digest"]),
+        settings_digest=str(row["settings_digest"]),
+        public=tests(row["public"]),
+        hidden=tests(row["hidden"]),
+        infra_error=cast("str | None", row["infra_error"]),
+        isolation=str(row["isolation"]),
+    )
+
+
+def _quick(task: Task, text: str, settings: VerifierSettings, *, extract: bool) -> Verdict | str:
+    """A verdict that needs no sandbox (structured output, or no code to run), else the source to run."""
+    if isinstance(task, StructuredTask):
+        try:
+            document = extract_json(text) if extract else parse_json(text)
+        except ExtractionError as exc:
+            return _all_failed(task, settings, "no_json", str(exc))
+        return _structured_verdict(task, settings, document)
+    try:
+        return extract_code(text, task.entry_point) if extract else text
+    except ExtractionError as exc:
+        return _all_failed(task, settings, "no_code", str(exc))
+
+
+def grade_each(
+    items: Sequence[tuple[Task, str]],
+    sandbox: Sandbox,
+    settings: VerifierSettings,
+    *,
+    extract: bool,
+    on_verdict: Callable[[int, Verdict], None],
+) -> None:
+    """Grade every ``(task, text)`` pair as :func:`evalkit.grade_many` does, calling ``on_verdict(index, verdict)``
+    in the calling thread as each verdict is made, in the order they finish. An interrupt stops at once: no job
+    starts after it, and the caller's closing of the sandbox ends the ones running."""
+    code: list[tuple[int, CodeTask, str]] = []
+    for i, (task, text) in enumerate(items):
+        quick = _quick(task, text, settings, extract=extract)
+        if isinstance(quick, Verdict):
+            on_verdict(i, quick)
+        else:
+            assert isinstance(task, CodeTask)
+            code.append((i, task, quick))
+    if not code:
+        return
+    iso = sandbox.isolation
+    isolation = "full" if iso.full else "weaker: " + "; ".join(iso.weaker)
+    work: queue.SimpleQueue[tuple[int, CodeTask, str]] = queue.SimpleQueue()
+    for entry in code:
+        work.put(entry)
+    made: queue.SimpleQueue[tuple[int, CodeTask, SandboxRun | BaseException]] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                i, task, source = work.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                made.put((i, task, sandbox.run(_job(task, source))))
+            except BaseException as exc:  # handed to the calling thread, which raises it
+                made.put((i, task, exc))
+                return
+
+    # daemon threads, not a ThreadPoolExecutor (whose threads the interpreter joins at exit): after an interrupt
+    # the process must not wait for a job still running in a jail that the sandbox's closing is tearing down
+    for n in range(min(sandbox.workers, len(code))):
+        threading.Thread(target=worker, name=f"evalkit-grade-{n}", daemon=True).start()
+    try:
+        for _ in code:
+            while True:
+                try:
+                    i, task, got = made.get(timeout=0.25)  # a bounded wait: Ctrl-C is seen at once
+                    break
+                except queue.Empty:
+                    continue
+            if isinstance(got, BaseException):
+                raise got
+            on_verdict(i, attrs.evolve(_code_verdict(task, settings, got), isolation=isolation))
+    finally:
+        stop.set()
