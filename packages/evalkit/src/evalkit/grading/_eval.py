@@ -241,7 +241,8 @@ def _run_eval(
     journal = None
     if out_path is not None:
         identity = {k: v for k, v in solver_json.items() if k in {"name", "file_digest", "model_id"}}
-        header: dict[str, JSON] = {"bank": digest_of_bank, "settings": settings.digest, "solver": identity, "k": k}
+        header: dict[str, JSON] = {"bank": digest_of_bank, "settings": settings.digest, "solver": identity, "k": k,
+                                   "items": len(items)}  # fmt: skip
         journal = Journal(journal_path(out_path), header, ensure_signing_key()[0])
     rows = _grade_rows(items, samples, sandbox, settings, extract=extract, keep=keep, journal=journal,
                        progress=progress)  # fmt: skip

@@ -15,12 +15,14 @@ check, and everything after it, is graded again; a torn last line (an interrupt 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
@@ -40,9 +42,19 @@ from evalkit.grading._verifiers import (
     _structured_verdict,  # pyright: ignore[reportPrivateUsage]
 )
 from evalkit.wall import Sandbox, SandboxRun
-from evalkit_core import SigningKey, canonical_bytes, digest
+from evalkit_core import ConfigError, SigningKey, canonical_bytes, digest
 
-__all__ = ["JOURNAL_SUFFIX", "EvalInterrupted", "Journal", "grade_each", "item_key", "journal_path", "verdict_from_json"]
+__all__ = [
+    "JOURNAL_KIND",
+    "JOURNAL_SUFFIX",
+    "EvalInterrupted",
+    "Journal",
+    "grade_each",
+    "item_key",
+    "journal_path",
+    "journal_running",
+    "verdict_from_json",
+]
 
 JOURNAL_SUFFIX = ".partial"
 JOURNAL_KIND = "evalkit.eval.journal"
@@ -56,6 +68,21 @@ class EvalInterrupted(KeyboardInterrupt):
         super().__init__(f"{kept} finished verdict(s) kept in {journal}")
         self.journal = journal
         self.kept = kept
+
+
+def journal_running(path: Path) -> bool:
+    """Is an eval writing this journal now (it holds its lock)? Reads nothing and writes nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock taken here
+    return False
 
 
 def journal_path(results: Path) -> Path:
@@ -80,9 +107,13 @@ class Journal:
         self._mac = hmac.new(_mac_key(key), self._header, hashlib.sha256).digest()
         self.kept: dict[str, dict[str, JSON]] = {}
         self.written = 0
-        good = self._read()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:  # never through a symbolic link planted where the journal goes
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise ConfigError(f"--out: cannot write the journal {path} ({exc.strerror})") from None
+        self._lock()
+        good = self._read()  # under the lock: what another run left is read once that run is done with it
         if good == 0:
             os.ftruncate(self._fd, 0)
             os.write(self._fd, self._header + b"\n")
@@ -90,6 +121,22 @@ class Journal:
             os.ftruncate(self._fd, good)
         os.lseek(self._fd, 0, os.SEEK_END)
         os.fsync(self._fd)
+
+    def _lock(self) -> None:
+        """Hold the journal for this run's life: a second eval on the same results path is refused, and
+        ``evalkit view`` tells a run in progress (locked) from an interrupted one (not locked). A reader's shared
+        lock is held for an instant: a few tries ride over it."""
+        for _ in range(50):
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                time.sleep(0.02)
+                continue
+            return
+        os.close(self._fd)
+        self._fd = -1
+        raise ConfigError(f"--out: {self.path} is being written by another evalkit eval (wait for it, or choose "
+                          "another --out)")  # fmt: skip
 
     def _tag(self, line: bytes) -> str:
         return hmac.new(self._mac, line, hashlib.sha256).hexdigest()
@@ -129,8 +176,8 @@ class Journal:
             self._fd = -1
 
     def discard(self) -> None:
+        self.path.unlink(missing_ok=True)  # while still locked: a reader never sees it as interrupted
         self.close()
-        self.path.unlink(missing_ok=True)
 
 
 def verdict_from_json(row: Mapping[str, JSON]) -> Verdict:
