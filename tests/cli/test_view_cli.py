@@ -45,6 +45,15 @@ def test_view_lists_serves_browses_and_changes_nothing(art):
         assert kinds.count("pit") == 1 and kinds.count("campaign") == 1 and kinds.count("eval") == 1
         status, index = fetch(url)
         assert status == 200
+        rows = {i["kind"]: i for i in _fetch_json(url + "index.json")[1]["items"]}
+        receipt_of = {"pit": art["pit"], "eval": art["eval"],
+                      "campaign": art["home"] / "campaigns" / "small" / "receipt.json"}  # fmt: skip
+        for kind, row in rows.items():  # each row's date is its receipt's emitted_at; every run here is valid
+            assert row["date"] == json.loads(receipt_of[kind].read_text())["emitted_at"], kind
+            assert row["status"] == ("valid" if kind != "pit" or
+                                     json.loads(art["pit"].read_text())["body"]["valid"] else "invalid"), kind
+        assert rows["campaign"]["model"] == "sim/weak, sim/strong" and rows["campaign"]["score"] is not None
+        assert rows["eval"]["score"] == json.loads(art["eval"].read_text())["body"]["summary"]["hidden_pass_rate"]
         for n in range(len(items)):
             assert f'href="/item/{n}"' in index
             status, page = fetch(f"{url}item/{n}")

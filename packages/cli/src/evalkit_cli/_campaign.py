@@ -179,11 +179,11 @@ def demo(
     bank it names, laid out as in evalkit's repository: OUT/campaigns/sim-seed.toml and OUT/tasks/."""
     from evalkit.grading._seed import write_seed_campaign
 
-    campaign, tasks = write_seed_campaign(out, force=force)
+    campaign, tasks, wrote = write_seed_campaign(out, force=force)
     if as_json:
-        typer.echo(json.dumps({"campaign": str(campaign), "tasks": str(tasks)}))
+        typer.echo(json.dumps({"campaign": str(campaign), "tasks": str(tasks), "tasks_written": wrote}))
         return
-    typer.echo(f"wrote {campaign} and {tasks}/")
+    typer.echo(f"wrote {campaign} and {tasks}/" if wrote else f"wrote {campaign} (the seed bank already in {tasks}/)")
     typer.echo(f"next: evalkit campaign run {campaign}")
 
 

@@ -113,6 +113,7 @@ def eval_command(
             "isolation": report.isolation.to_json(),
             "results": str(report.results_path) if report.results_path else None,
             "receipt": str(report.receipt_path) if report.receipt_path else None,
+            "resumed": report.resumed,
         }
         typer.echo(json.dumps(payload, ensure_ascii=False))
         return

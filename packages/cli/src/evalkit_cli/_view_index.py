@@ -186,8 +186,12 @@ def campaign_items(home: Path) -> list[Item]:
                 hidden = json.loads(str(result))["hidden"]
                 graded += 1
                 passed += hidden["passed"] == hidden["total"]
-            try:
-                models = cast("list[str]", json.loads(config).get("models") or [])
+            try:  # as the campaign file lists them (the stored settings), else the identity's
+                stored = cast("dict[str, Any]", json.loads(config))
+                settings = cast("dict[str, Any]", stored.get("settings") or {})
+                identity = cast("dict[str, Any]", stored.get("identity") or {})
+                listed = cast("list[object]", list(settings.get("models") or identity.get("models") or []))
+                models = [str(m) for m in listed]
             except (ValueError, AttributeError):
                 models = []
             receipt = _read_json(default_out_dir(store, name) / "receipt.json")

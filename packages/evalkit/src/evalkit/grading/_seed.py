@@ -67,15 +67,28 @@ def write_seed_bank(out: str | Path, *, force: bool = False) -> Path:
     return target
 
 
-def write_seed_campaign(out: str | Path, *, force: bool = False) -> tuple[Path, Path]:
+def _holds_the_seed(bank: Path) -> bool:
+    """Does ``bank`` hold the seed bank's tasks (same digest)? Then a campaign written beside it can use it."""
+    from evalkit.grading._tasks import TaskError, bank_digest, load_tasks
+
+    try:
+        return bank_digest(load_tasks(bank)) == bank_digest(load_tasks(seed_bank()))
+    except TaskError:
+        return False
+
+
+def write_seed_campaign(out: str | Path, *, force: bool = False) -> tuple[Path, Path, bool]:
     """Write ``out/campaigns/sim-seed.toml`` and the bank it names, ``out/tasks``, laid out as in the repository
-    (the same bytes), so ``evalkit campaign run out/campaigns/sim-seed.toml`` runs. Returns (campaign, bank)."""
+    (the same bytes), so ``evalkit campaign run out/campaigns/sim-seed.toml`` runs. A ``out/tasks`` that already
+    holds the seed bank (``evalkit tasks demo --out out/tasks``) is kept. Returns (campaign, bank, bank written)."""
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--out {root}: a file is in the way (expected a directory to write into)")
     campaigns, tasks = root / "campaigns", root / "tasks"
-    for path in (campaigns, tasks):
+    keep = not force and not tasks.is_symlink() and tasks.is_dir() and any(tasks.iterdir()) and _holds_the_seed(tasks)
+    for path in (campaigns,) if keep else (campaigns, tasks):
         _fresh(path, f"--out {root}: {path}", force=force)
-    _copy_tree(seed_bank(), tasks)
+    if not keep:
+        _copy_tree(seed_bank(), tasks)
     _copy_tree(seed_campaign().parent, campaigns)
-    return campaigns / SEED_CAMPAIGN, tasks
+    return campaigns / SEED_CAMPAIGN, tasks, not keep
