@@ -40,6 +40,37 @@ def _evalkit(args: list[str], cwd: Path) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
+# Runs the eval as its child with PR_SET_CHILD_SUBREAPER set, forwards Ctrl-C to it, reaps what is re-parented
+# to it (as init would), and once the eval has exited (and a second has passed) prints the pids of any process of
+# its tree still alive: an orphaned jail or zygote would be re-parented here instead of to init.
+_REAPER = """
+import ctypes, json, os, signal, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+child = subprocess.Popen([sys.executable, "-c", "from evalkit_cli import main; main()", *sys.argv[1:]])
+signal.signal(signal.SIGINT, lambda *_: child.send_signal(signal.SIGINT))
+while True:  # reap whatever is re-parented here at once, as init would, until the eval itself exits
+    pid, status = os.waitpid(-1, 0)
+    if pid == child.pid:
+        rc = os.waitstatus_to_exitcode(status)
+        break
+time.sleep(1.0)
+while True:
+    try:
+        if os.waitpid(-1, os.WNOHANG)[0] == 0:
+            break
+    except ChildProcessError:
+        break
+me = os.getpid()
+left = open(f"/proc/{me}/task/{me}/children").read().split()
+print(json.dumps({"rc": rc, "left": left}), file=sys.stderr)
+"""
+
+
+def _reaped(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _REAPER, *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
 def _lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines() if path.exists() else []
 
@@ -60,7 +91,7 @@ def test_ctrl_c_keeps_the_finished_verdicts_and_the_same_command_resumes_them(tm
     cut = tmp_path / "cut"
     cut.mkdir()
     journal = cut / "results.jsonl.partial"
-    proc = _evalkit([*args, "--out", "results.jsonl"], cut)
+    proc = _reaped([*args, "--out", "results.jsonl"], cut)
     deadline = time.monotonic() + 300
     while len(_lines(journal)) < 1 + 6 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)  # a header and six verdicts, then Ctrl-C
@@ -68,9 +99,11 @@ def test_ctrl_c_keeps_the_finished_verdicts_and_the_same_command_resumes_them(tm
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    stopped = time.monotonic() - sent
-    assert proc.returncode == 130, err
+    outcome = json.loads(err.strip().splitlines()[-1])
+    stopped = time.monotonic() - sent - 1.0  # the reaper's second of watching for leftovers
+    assert outcome["rc"] == 130, err
     assert stopped < 3.0, f"took {stopped:.2f} s to stop"
+    assert outcome["left"] == [], "processes of the interrupted eval outlived it"
     assert not (cut / "results.jsonl").exists()  # no half results file
     kept = [json.loads(x) for x in _lines(journal)[1:]]
     assert 6 <= len(kept) < N_SLOW

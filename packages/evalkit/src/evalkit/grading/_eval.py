@@ -329,7 +329,7 @@ def _grade_rows(
         if journal is None:
             raise
         journal.close()
-        raise EvalInterrupted(journal.path, len(kept) + journal.written) from None
+        raise EvalInterrupted(journal.path, journal.count()) from None
     return [r for r in rows if r is not None]
 
 
