@@ -54,7 +54,7 @@ _SCRIPT = r"""
     var fresh=document.createElement('tbody');
     items.forEach(function(it){
       var tr=document.createElement('tr');tr.setAttribute('data-kind',it.kind);tr.setAttribute('data-status',it.status);
-      cell(tr,it.kind);var td=cell(tr,'');link(td,'/item/'+it.n,it.label);
+      cell(tr,it.kind==='journal'?'eval':it.kind);var td=cell(tr,'');link(td,'/item/'+it.n,it.label);
       if(it.kind==='pit'){td.appendChild(document.createTextNode(' \u00b7 '));link(td,'/item/'+it.n+'/trajectory','trajectory');}
       cell(tr,it.model);cell(tr,it.score_text,it.score,'r');cell(tr,it.date);
       cell(tr,it.status,null,'status-'+it.status.replace(/ /g,'-'));cell(tr,it.detail);fresh.appendChild(tr);
@@ -99,7 +99,8 @@ def _row(position: int, n: int, item: Item) -> str:
              if item.score is not None else "n/a")  # fmt: skip
     v = "" if item.score is None else f' data-v="{item.score!r}"'
     status = item.status.replace(" ", "-")
-    return (f'<tr data-kind="{_e(item.kind)}" data-status="{_e(item.status)}"><td>{_e(item.kind)}</td>'
+    kind = "eval" if item.kind == "journal" else item.kind  # an eval still grading is an eval
+    return (f'<tr data-kind="{_e(item.kind)}" data-status="{_e(item.status)}"><td>{_e(kind)}</td>'
             f'<td><a href="/item/{n}">{_e(item.label)}</a>{extra}</td><td>{_e(item.model)}</td>'
             f'<td class="r"{v} title="{_e(item.score_of)}">{score}</td><td>{_e(item.date)}</td>'
             f'<td class="status-{_e(status)}">{_e(item.status)}</td><td>{_e(item.detail)}</td></tr>')  # fmt: skip
