@@ -253,3 +253,33 @@ def test_explicit_out_without_receipt_writes_only_the_results(tmp_path: Path, mo
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]  # no journal left, no receipt unless asked
     assert "saved results r.jsonl" in result.output
+
+
+def test_a_link_planted_where_the_journal_goes_is_not_written_through(tmp_path: Path) -> None:
+    from evalkit_core import ConfigError
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    (tmp_path / "results.jsonl.partial").symlink_to(victim)
+    with pytest.raises(ConfigError, match="cannot write the journal"):
+        run_eval(BANK, "reference", out=tmp_path / "results.jsonl")
+    assert victim.read_text() == "mine\n"
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_a_second_eval_on_the_same_out_is_refused_while_the_first_holds_it(tmp_path: Path) -> None:
+    from evalkit.grading._eval_journal import Journal, journal_running
+    from evalkit_core import ConfigError, ensure_signing_key
+
+    out = tmp_path / "results.jsonl"
+    held = Journal(tmp_path / "results.jsonl.partial", {"bank": "x"}, ensure_signing_key()[0])
+    try:
+        assert journal_running(held.path)
+        with pytest.raises(ConfigError, match="being written by another evalkit eval"):
+            run_eval(BANK, "reference", out=out)
+        assert not out.exists()
+    finally:
+        held.close()
+    assert not journal_running(held.path)
+    run_eval(BANK, "reference", out=out)  # once let go, the journal of another run is simply replaced
+    assert out.exists() and not held.path.exists()
