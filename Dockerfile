@@ -35,8 +35,9 @@ RUN apt-get update \
     && mkdir /work && chown evalkit:evalkit /work
 COPY --from=build /opt/evalkit /opt/evalkit
 # The seed task bank and campaign, so `evalkit eval --tasks /opt/evalkit/share/tasks` works without a mount.
-COPY tasks /opt/evalkit/share/tasks
-COPY campaigns /opt/evalkit/share/campaigns
+# (tasks/ and campaigns/ in the repository are links to these; the wheel carries them too: evalkit tasks demo)
+COPY packages/evalkit/src/evalkit/seed/tasks /opt/evalkit/share/tasks
+COPY packages/evalkit/src/evalkit/seed/campaigns /opt/evalkit/share/campaigns
 ENV PATH=/opt/evalkit/bin:$PATH \
     EVALKIT_HOME=/work/.evalkit \
     EVALKIT_CACHE_DIR=/work/.cache/evalkit \

@@ -68,6 +68,12 @@ def test_every_package_builds_a_wheel_and_sdist_with_ranged_sibling_requirements
     assert "evalkit/schemas/task.schema.json" in names
     assert "evalkit/wall/_zygote_child.py" in names
     assert "pit_harness/__init__.py" in names
+    # ... and the seed bank and campaign, whole (built from the sdist, as `uv build` does: the sdist carries them)
+    seeded = {n for n in names if n.startswith("evalkit/seed/tasks/")}
+    ours = {f"evalkit/seed/tasks/{f.relative_to(ROOT / 'tasks').as_posix()}" for f in (ROOT / "tasks").rglob("*")
+            if f.is_file() and "__pycache__" not in f.parts}  # fmt: skip
+    assert seeded == ours and len(ours) > 100
+    assert "evalkit/seed/campaigns/sim-seed.toml" in names
     # An sdist is a buildable source: its pyproject names the same distribution.
     with tarfile.open(next(dist_dir.glob("evalkit_harness-*.tar.gz"))) as tf:
         pyproject = next(m for m in tf.getmembers() if m.name.endswith("/pyproject.toml"))

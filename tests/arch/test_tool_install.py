@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -138,3 +139,40 @@ def test_uv_tool_install_of_the_cli_offline(tmp_path: Path) -> None:
                         timeout=600)  # fmt: skip
     assert ev.returncode == 0, ev.stderr
     assert re.search(r"public pass rate 100\.0% \[[^]]*\]  hidden pass rate 100\.0% ", ev.stdout), ev.stdout
+
+    # The verifier stack's quick start, away from the checkout: the seed bank and campaign ship with the tool.
+    def evalkit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(bin_dir / "evalkit"), *args], capture_output=True, text=True, check=False, cwd=work,
+                              env=run_env, timeout=900)  # fmt: skip
+
+    missing = evalkit("eval", "--tasks", "tasks", "--solver", "reference")
+    assert missing.returncode == 2
+    assert "`evalkit tasks demo --out tasks` writes the seed bank" in missing.stderr, missing.stderr
+    demo = evalkit("tasks", "demo", "--out", "tasks", "--json")
+    assert demo.returncode == 0, demo.stderr
+    from evalkit import bank_digest, load_tasks
+
+    assert json.loads(demo.stdout) == {"path": "tasks", "tasks": 70, "digest": bank_digest(load_tasks(ROOT / "tasks"))}
+    shipped = sorted(p.relative_to(work / "tasks") for p in (work / "tasks").rglob("*") if p.is_file())
+    ours = sorted(p.relative_to(ROOT / "tasks") for p in (ROOT / "tasks").rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts)  # fmt: skip
+    assert shipped == ours and all((work / "tasks" / r).read_bytes() == (ROOT / "tasks" / r).read_bytes() for r in ours)
+    ev = evalkit("eval", "--tasks", "tasks", "--solver", "reference")
+    assert ev.returncode == 0, ev.stderr
+    assert "public pass rate 100.0% [94.8%, 100.0%]  hidden pass rate 100.0% [94.8%, 100.0%]" in ev.stdout, ev.stdout
+    assert "saved results and receipt in out/eval/reference/" in ev.stdout
+    verified = evalkit("verify", "out/eval/reference/receipt.json", "--json")
+    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True, verified.stdout + verified.stderr
+
+    seeded = evalkit("campaign", "demo", "--out", "seed")
+    assert seeded.returncode == 0, seeded.stderr
+    assert (work / "seed" / "campaigns" / "sim-seed.toml").read_bytes() == (ROOT / "campaigns" / "sim-seed.toml").read_bytes()
+    # the seed campaign names the bank beside it; a cut of it (one model, K=1, the code family) runs from the install
+    text = (work / "seed" / "campaigns" / "sim-seed.toml").read_text()
+    small = re.sub(r"(?m)^name = .*$", 'name = "seed-cut"', text)
+    small = re.sub(r"(?m)^models = .*$", 'models = ["sim/strong"]', small)
+    small = re.sub(r"(?m)^k = .*$", "k = 1", small) + 'glob = "code/caesar-*/*"\n'
+    (work / "seed" / "campaigns" / "cut.toml").write_text(small)
+    ran = evalkit("campaign", "run", "seed/campaigns/cut.toml", "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["run"]["status"] == "done"

@@ -153,4 +153,5 @@ def assert_page_is_the_model(html: str, model: Any) -> int:
     return len(numbers)
 
 
-TEMPLATES = [ROOT / "packages" / "cli" / "src" / "evalkit_cli" / name for name in ("_report_html.py", "_view_server.py")]
+TEMPLATES = [ROOT / "packages" / "cli" / "src" / "evalkit_cli" / name for name in ("_report_html.py", "_view_server.py",
+                                                                                  "_view_page.py", "_view_index.py")]

@@ -97,7 +97,10 @@ def test_a_grading_command_that_fails_exits_with_its_code_and_its_message(tmp_pa
         capture_output=True, text=True, check=False,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"error: {missing}: task directory not found"]
+    assert proc.stderr.strip().splitlines() == [
+        (f"error: --tasks {missing}: task directory not found (`evalkit tasks demo --out {missing}` writes the seed "
+         "bank that ships with evalkit)")
+    ]
 
     bank = tmp_path / "bank"
     shutil.copytree(Path(__file__).parents[1] / "evalkit" / "fixtures" / "tasks" / "code", bank / "code")
@@ -113,7 +116,7 @@ def test_a_grading_command_that_fails_exits_with_its_code_and_its_message(tmp_pa
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, "eval", "--tasks", str(bank), "--solver", "reference", "--json"],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["summary"]["hidden_pass_rate"] == 1

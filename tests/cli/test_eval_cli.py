@@ -142,7 +142,8 @@ def test_eval_receipt_rehashed_and_resigned_by_another_key_fails(tmp_path):
     assert all(ok for _, ok, _ in verify_eval_receipt(receipt, out, BANK, key=forger.key_id))
 
 
-def test_replay_samples_in_file_order(tmp_path):
+def test_replay_samples_in_file_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the run without --out saves under out/eval/
     replay = tmp_path / "replay.jsonl"
     lines = [
         {"task_id": "code/double/001", "completion": "```python\ndef double(n):\n    return 2 * n\n```"},
@@ -200,7 +201,8 @@ def test_user_errors_exit_2(tmp_path):
     assert "--solver" in proc.stderr
 
 
-def test_human_readable_output():
+def test_human_readable_output(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["eval", "--tasks", str(BANK), "--solver", "reference"])
     assert result.exit_code == 0
     assert "public pass rate 100.0% [51.0%, 100.0%]  hidden pass rate 100.0% [51.0%, 100.0%]  gap 0.0%" in result.output

@@ -68,6 +68,8 @@ RUNS: list[tuple[str, list[str], Check]] = [
     ("bundle check", ["demo"], lambda d: d["ok"] is True and d["problems"] == []),
     ("export", ["--bundle", "demo", "--out", "samples.jsonl"], lambda d: d["samples"] > 0),
     ("tasks validate", [str(BANK)], lambda d: d["ok"] is True),
+    ("tasks demo", ["--out", "seed-bank"], lambda d: d["tasks"] == 70 and d["digest"].startswith("sha256:")),
+    ("campaign demo", ["--out", "seed"], lambda d: d["campaign"].endswith("sim-seed.toml") and d["tasks"].endswith("tasks")),
     ("eval", ["--tasks", str(BANK), "--solver", "reference", "--out", "res.jsonl", "--receipt", "eval-receipt.json"],
      lambda d: d["summary"]["hidden_pass_rate"] == 1 and d["intervals"]["hidden_pass_rate"][1] == 1),
     ("verify", ["eval-receipt.json"], lambda d: d["ok"] is True and d["kind"] == "evalkit.eval"),

@@ -106,10 +106,10 @@ def test_pit_report_grid_cumulative_and_verification(art, tmp_path):
 
 @pytest.mark.slow
 def test_pit_report_without_the_release_says_what_it_could_not_check(art, monkeypatch):
-    from evalkit_cli import _report_data
+    from evalkit_cli import _report_pit
 
-    monkeypatch.setattr(_report_data, "_demo_inputs", lambda body: (None, None))  # not a demo run
-    model = _report_data.pit_model(art["pit"], trajectory=None, bundle=None, prices=None, home=None)
+    monkeypatch.setattr(_report_pit, "_demo_inputs", lambda body: (None, None))  # not a demo run
+    model = _report_pit.pit_model(art["pit"], trajectory=None, bundle=None, prices=None, home=None)
     assert model["cumulative"]["measure"] == "accepted_picks"
     assert "--bundle" in model["cumulative"]["note"]
     body = json.loads(art["pit"].read_text())["body"]

@@ -110,6 +110,9 @@ BAD: list[tuple[str, list[str], str]] = [
     ("run", ["--config", "typo.json"], "bundel_path"),
     ("run", ["--config", "bad.json"], "bad.json"),
     ("run", ["--agent", "stub", "--prices", "empty.csv", "--price-source", "s"], "empty.csv"),
+    ("tasks demo", ["--out", "notes.txt"], "notes.txt"),
+    ("tasks demo", ["--out", "a-dir-with-files"], "a-dir-with-files"),
+    ("campaign demo", ["--out", "notes.txt"], "notes.txt"),
     ("tasks import", ["nothing", "--out", "bank"], "nothing"),
     ("tasks validate", ["no-bank"], "no-bank"),
     ("train grpo", ["--campaign", "no-campaign"], "no-campaign"),
@@ -128,6 +131,8 @@ def _fixtures(d: Path) -> None:
     (d / "empty.csv").write_text("ticker,date,open,high,low,close,volume\n")
     (d / "notes.txt").write_text("a file, not a directory\n")
     (d / "a-dir").mkdir()
+    (d / "a-dir-with-files").mkdir()
+    (d / "a-dir-with-files" / "keep.txt").write_text("mine\n")
     with Store.open(d / "home"):  # a store that exists already: a read-only question must leave it as it is
         pass
 

@@ -47,7 +47,10 @@ BIN = Path(sys.executable).parent
 AFTER: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "pit-harness.md": (("samples.jsonl", "loop/receipt.json", "plain/receipt.json"), ("blocked:",)),
     "README.md": (("out/pit/receipt.json", "out/receipt.json", "receipt.json", "grpo.jsonl"), ()),
+    "inspect.md": ((), ("success 70 {'public': 0.0, 'hidden': 0.0}",)),
 }
+# Blocks that say they run offline run with the network cut (see _network_cut): Inspect's task over the bank.
+OFFLINE = re.compile(r"^\s*(uv run )?inspect eval\b", re.MULTILINE)
 
 
 @attrs.frozen
@@ -200,7 +203,11 @@ def _fresh_checkout(dest: Path) -> Path:
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     for rel in filter(None, files.decode().split("\0")):
         src = ROOT / rel
-        if src.is_file():
+        if src.is_symlink():  # tasks/ and campaigns/ point into the package that ships them, as in a clone
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(src.readlink())
+        elif src.is_file():
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target)
@@ -223,6 +230,23 @@ def _shell_env(repo: Path) -> dict[str, str]:
 INSTALLS = re.compile(r"^\s*(uv (sync|pip|tool|add|remove|lock)|pip3? install|python3? -m pip)\b", re.MULTILINE)
 
 
+def _network_cut(scratch: Path) -> tuple[list[str], dict[str, str]]:
+    """How to run a block with no network: a network namespace of its own (no interface but a loopback that is
+    down) where the machine allows one, else every proxy variable pointed at a closed loopback port (honoured by
+    requests, httpx and urllib). Either way tiktoken gets an empty cache directory of its own, so an encoding some
+    earlier run downloaded into the machine's temporary directory cannot hide a download."""
+    env = {"TIKTOKEN_CACHE_DIR": str(scratch / "tiktoken-cache")}
+    (scratch / "tiktoken-cache").mkdir(exist_ok=True)
+    unshare = shutil.which("unshare")
+    if unshare is not None:
+        for prefix in ([unshare, "-n", "--"], [unshare, "-rn", "--"]):  # as root; else with a user namespace
+            if subprocess.run([*prefix, "true"], capture_output=True, check=False).returncode == 0:
+                return prefix, env
+    closed = "http://127.0.0.1:9"  # the discard port, closed on loopback
+    proxies = dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"), closed)
+    return [], env | proxies | {"NO_PROXY": "", "no_proxy": ""}
+
+
 def _run_shell(b: Block, repo: Path, env: dict[str, str]) -> None:
     # uv is pointed at the environment running the tests: an install from a page would change it. A page's
     # install commands need a marker (they need the index anyway).
@@ -238,7 +262,11 @@ def _run_shell(b: Block, repo: Path, env: dict[str, str]) -> None:
     # The suite does not run itself from inside itself: `uv run pytest` collects only.
     script = re.sub(r"^(\s*uv run pytest)\b(.*)$", r"\1 --collect-only -q -p no:cacheprovider", script,
                     flags=re.MULTILINE)
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=repo, env=env, capture_output=True,
+    prefix: list[str] = []
+    if OFFLINE.search(script):
+        prefix, cut = _network_cut(repo.parent)
+        env = env | cut
+    proc = subprocess.run([*prefix, "bash", "-euo", "pipefail", "-c", script], cwd=repo, env=env, capture_output=True,
                           text=True, check=False, timeout=1800)
     assert proc.returncode == 0, f"{b.where}: exit {proc.returncode}\n{script}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
 

@@ -206,3 +206,57 @@ def test_the_network_checks_can_fail(art, browser, shots, tmp_path):
     errors = report.console_errors()
     assert any("Content Security Policy" in e for e in errors), errors
     assert not any(u.startswith("http://127.0.0.1:9/") for u in report.requests())
+
+
+def test_view_index_sorts_and_follows_a_run_in_progress(browser, shots, tmp_path):
+    """The index in Chromium: one row per run with its score, date and status; a click on a heading sorts by that
+    column (again: reversed); while a run is in progress the page polls /index.json and shows it move on, then
+    stop, with no reload and no request beyond the view."""
+    from evalkit import run_eval
+    from evalkit.grading._eval_journal import Journal
+    from evalkit_core import ensure_signing_key
+
+    bank = ROOT / "evalkit" / "fixtures" / "tasks"
+    base = tmp_path / "runs"
+    run_eval(bank, "reference", out=base / "all-pass" / "results.jsonl", receipt=base / "all-pass" / "receipt.json")
+    replay = tmp_path / "half.jsonl"
+    replay.write_text(json.dumps({"task_id": "code/double/001", "completion": "```python\ndef double(n):\n"
+                                  "    return 3 * n\n```"}) + "\n")  # fmt: skip
+    wrong = run_eval(bank, f"replay:{replay}", out=base / "wrong" / "results.jsonl",
+                     receipt=base / "wrong" / "receipt.json")  # fmt: skip
+    journal = Journal(base / "live" / "results.jsonl.partial",
+                      {"bank": "sha256:x", "settings": "sha256:y", "solver": {"name": "reference"}, "k": None,
+                       "items": 3}, ensure_signing_key()[0])  # fmt: skip
+    row = wrong.rollouts[0].to_json()
+    journal.append("key-0", row)
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        with running_view(base, home) as (url, items):
+            assert len(items) == 3
+            page = open_page(browser, url, shots, "view-index-live", charts=False, min_png=5_000)
+            rows = "Array.from(document.querySelectorAll('#items tbody tr'))"
+            status = f"{rows}.map(r => r.dataset.status)"
+            assert sorted(page.eval(status)) == ["in progress", "valid", "valid"]
+            scores = f"{rows}.map(r => r.cells[3].innerText)"
+            click(page, "#items th:nth-child(4)")
+            assert page.eval(scores) == ["0.0%", "100.0%", "n/a"] or page.eval(scores) == ["n/a", "0.0%", "100.0%"]
+            click(page, "#items th:nth-child(4)")
+            descending = page.eval(scores)
+            assert descending[:2] == ["100.0%", "0.0%"] or descending[1:] == ["100.0%", "0.0%"]
+            dates = page.eval(f"{rows}.filter(r => r.dataset.status === 'valid').map(r => r.cells[4].innerText)")
+            assert all(d.startswith("20") and "T" in d for d in dates), dates
+            live = f"{rows}.filter(r => r.cells[1].innerText.indexOf('/live/') >= 0)[0]"
+            assert page.eval(f"{live}.cells[6].innerText") == "1 of 3 verdicts"
+            journal.append("key-1", row)  # the run moves on: the page shows it without a reload
+            page.wait_for(f"{live}.cells[6].innerText === '2 of 3 verdicts'", timeout=20)
+            journal.close()  # its writer lets go: interrupted, and the page stops saying it refreshes
+            page.wait_for(f"{live}.dataset.status === 'interrupted' && "
+                          "document.getElementById('items').dataset.live === '0'", timeout=20)  # fmt: skip
+            assert page.eval("document.getElementById('live').innerText") == ""
+            assert page.eval("performance.getEntriesByType('navigation').length") == 1  # never reloaded
+            assert_clean(page, ("127.0.0.1",))
+            assert any(u.endswith("/index.json") for u in page.requests())
+            page.screenshot(shots / "view-index-after.png")
+    finally:
+        journal.close()

@@ -34,6 +34,15 @@ pytestmark = [
 ]
 
 
+def _no_network() -> list[str]:
+    """A prefix that runs a command in a network namespace of its own (no route out), where the machine allows."""
+    unshare = shutil.which("unshare")
+    for prefix in ([unshare, "-n", "--"], [unshare, "-rn", "--"]) if unshare else ():
+        if subprocess.run([*prefix, "true"], capture_output=True, check=False).returncode == 0:
+            return prefix
+    return []
+
+
 @pytest.fixture(autouse=True)
 def _inspect_data_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inspect writes trace files under the user data directory: keep them out of the home directory."""
@@ -76,9 +85,15 @@ def test_doc_examples_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                     while argv and "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier():
                         name, _, value = argv.pop(0).partition("=")  # a shell's `VAR=value command` prefix
                         line_env[name] = value
-                    assert argv[:3] == ["uv", "run", "evalkit"], line
-                    res = subprocess.run([sys.executable, "-m", "evalkit_cli", *argv[3:]], cwd=tmp_path, env=line_env,
-                                         capture_output=True, text=True, timeout=600, check=False)
+                    assert argv[:3] in (["uv", "run", "evalkit"], ["uv", "run", "inspect"]), line
+                    if argv[2] == "inspect":  # Inspect's own command, offline: no network, no cached tokenizer
+                        (tmp_path / "tiktoken-cache").mkdir(exist_ok=True)
+                        line_env["TIKTOKEN_CACHE_DIR"] = str(tmp_path / "tiktoken-cache")
+                        command = [*_no_network(), str(Path(sys.executable).parent / "inspect"), *argv[3:]]
+                    else:
+                        command = [sys.executable, "-m", "evalkit_cli", *argv[3:]]
+                    res = subprocess.run(command, cwd=tmp_path, env=line_env, capture_output=True, text=True,
+                                         timeout=600, check=False)  # fmt: skip
                     if res.returncode != 0:
                         pytest.fail(f"{line}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}", pytrace=False)
                     last = res.stdout
@@ -93,8 +108,9 @@ def test_doc_examples_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             server.shutdown()  # type: ignore[attr-defined]
             server.server_close()  # type: ignore[attr-defined]
         gc.collect()
-    assert ran.count("text") == 5
-    assert ran.count("bash") == 4
+    assert ran.count("text") == 6
+    assert ran.count("bash") == 5
+    assert list((tmp_path / "tiktoken-cache").iterdir()) == []  # Inspect's mock downloaded no tokenizer
     assert "ok        replay" in outputs["verify"]
     assert "MISMATCH" not in outputs["verify"]
     assert "not checked: agent code (module my_solvers sha256:" in outputs["verify"]

@@ -133,3 +133,33 @@ def test_the_task_selects_by_family_and_ids_and_refuses_unknown_ones(bank: Path)
         evalkit_inspect_task(bank, family="poetry")
     with pytest.raises(ConfigError, match="code/nope/001"):
         evalkit_inspect_task(bank, ids=["code/nope/001"])
+
+
+def test_the_mock_without_usage_is_counted_offline_and_no_other_model_is_touched(
+    bank: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`inspect eval evalkit/verifier_tasks --model mockllm/model` with the mock's default answers: tiktoken would
+    download its encoding to count them; the task's default solver gives the mock an offline count instead. The
+    tiktoken cache is an empty directory of the test's own, and the conftest guard fails any outside connection."""
+    cache = tmp_path / "tiktoken-cache"
+    cache.mkdir()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    logs = inspect_eval("evalkit/verifier_tasks", task_args={"bank": str(bank)}, model="mockllm/model",
+                        log_dir=str(tmp_path / "logs"), display="none")  # fmt: skip
+    log = logs[0]
+    assert log.status == "success", log.error
+    assert log.samples is not None and len(log.samples) == 3
+    for sample in log.samples:
+        usage = sample.output.usage
+        assert usage is not None
+        text = sample.output.completion
+        assert usage.output_tokens == len(text)  # the mock's own count of its answer, in characters
+        assert 0 < usage.input_tokens < len(str(sample.input)) // 2  # about four characters a token
+    assert list(cache.iterdir()) == []  # nothing was downloaded into it (and nothing could have been)
+    assert {s.name: s.metrics["mean"].value for s in log.results.scores} == {"public": 0.0, "hidden": 0.0}  # type: ignore[union-attr]
+    # the count is the mock's alone: the class, and so every other model instance, keeps Inspect's own
+    from inspect_ai.model._model import ModelAPI
+    from inspect_ai.model._providers.mockllm import MockLLM
+
+    assert "count_text_tokens" not in vars(MockLLM)
+    assert ModelAPI.count_text_tokens.__module__ == "inspect_ai.model._model"

@@ -169,6 +169,24 @@ def run(
     typer.echo(f"receipt {receipt}")
 
 
+@app.command("demo")
+def demo(
+    out: Path = typer.Option(..., "--out", help="Directory to write campaigns/sim-seed.toml and tasks/ into."),
+    force: bool = typer.Option(False, "--force", help="Replace OUT/campaigns and OUT/tasks if they hold files."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """Write the seed campaign that ships with evalkit (70 tasks x 3 simulated models x K=5, offline) and the
+    bank it names, laid out as in evalkit's repository: OUT/campaigns/sim-seed.toml and OUT/tasks/."""
+    from evalkit.grading._seed import write_seed_campaign
+
+    campaign, tasks, wrote = write_seed_campaign(out, force=force)
+    if as_json:
+        typer.echo(json.dumps({"campaign": str(campaign), "tasks": str(tasks), "tasks_written": wrote}))
+        return
+    typer.echo(f"wrote {campaign} and {tasks}/" if wrote else f"wrote {campaign} (the seed bank already in {tasks}/)")
+    typer.echo(f"next: evalkit campaign run {campaign}")
+
+
 @app.command("status")
 def status(
     name: str = typer.Argument(..., help="The campaign's name."),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import cast
 
@@ -10,7 +11,7 @@ import typer
 
 from evalkit_cli._progress import progress_bar
 
-__all__ = ["eval_command"]
+__all__ = ["check_bank", "default_dir", "eval_command"]
 
 
 def _rate(value: object) -> str:
@@ -32,9 +33,14 @@ def eval_command(
     k: int | None = typer.Option(
         None, "--k", min=1, help="Samples per task (reference: repeat; replay: keep the first K)."
     ),
-    out: Path | None = typer.Option(None, "--out", help="Write one JSON line per rollout here."),
+    out: Path | None = typer.Option(
+        None, "--out",
+        help="Write one JSON line per rollout here (default, with neither --out nor --receipt: "
+        "out/eval/SOLVER/results.jsonl and a receipt beside it). Each verdict is kept in OUT.partial as it is made, "
+        "so an interrupted eval resumes when run again with the same OUT.",
+    ),
     receipt: Path | None = typer.Option(
-        None, "--receipt", help="Write a receipt binding tasks, settings and results."
+        None, "--receipt", help="Write a receipt binding tasks, settings and results (default: beside the default --out)."
     ),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Sandbox workers (default: one per CPU, at most 8)."),
     cpu_seconds: float | None = typer.Option(
@@ -63,9 +69,14 @@ def eval_command(
 ) -> None:
     """Grade solutions with the sandboxed verifiers; print public and hidden pass rates and their gap."""
     from evalkit import SandboxLimits, check_executor, run_eval
+    from evalkit.grading._eval_journal import EvalInterrupted
     from evalkit_core import ConfigError
 
     check_executor(executor, address)
+    if out is None and receipt is None:  # saved by default, as `evalkit run` saves under out/pit
+        where = default_dir(solver)
+        out, receipt = where / "results.jsonl", where / "receipt.json"
+    check_bank(tasks)
     limits = None
     if cpu_seconds is not None or wall_seconds is not None:
         limits = SandboxLimits(cpu_seconds=cpu_seconds if cpu_seconds is not None else SandboxLimits().cpu_seconds,
@@ -75,11 +86,16 @@ def eval_command(
                 f"--wall-seconds {limits.wall:g} is below --cpu-seconds {limits.cpu_seconds:g}; a test could never "
                 "use its CPU allowance"
             )
-    with progress_bar("grading", enabled=not as_json, force=show_progress) as show:
-        report = run_eval(
-            tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show, cache=cache,
-            executor=executor, address=address,
-        )
+    try:
+        with progress_bar("grading", enabled=not as_json, force=show_progress) as show:
+            report = run_eval(
+                tasks, solver, k=k, out=out, receipt=receipt, workers=workers, limits=limits, progress=show,
+                cache=cache, executor=executor, address=address,
+            )
+    except EvalInterrupted as stop:
+        typer.echo(f"\ninterrupted: {stop.kept} finished verdict(s) kept in {stop.journal}; the same command "
+                   "resumes from them", err=True)  # fmt: skip
+        raise
     from evalkit.grading._eval import summary_intervals
 
     s = report.summary
@@ -97,6 +113,7 @@ def eval_command(
             "isolation": report.isolation.to_json(),
             "results": str(report.results_path) if report.results_path else None,
             "receipt": str(report.receipt_path) if report.receipt_path else None,
+            "resumed": report.resumed,
         }
         typer.echo(json.dumps(payload, ensure_ascii=False))
         return
@@ -113,7 +130,37 @@ def eval_command(
             f"model {report.solver['model_id']}: {report.solver['calls']} call(s), {report.solver['cached']} answered "
             f"from the cache (cost nothing), ${report.solver['cost_usd']}"
         )
+    if report.resumed:
+        typer.echo(f"resumed: {report.resumed} verdict(s) from the interrupted run, {s['rollouts']} in all")
     if report.results_path:
-        typer.echo(f"results {report.results_path}")
-    if report.receipt_path:
-        typer.echo(f"receipt {report.receipt_path}")
+        typer.echo(f"saved {_saved(report.results_path, report.receipt_path)}")
+
+
+def _saved(results: Path, receipt: Path | None) -> str:
+    """Where the results went, and how to look at them, in one line."""
+    if receipt is None:
+        return f"results {results}"
+    if receipt.parent == results.parent:
+        return f"results and receipt in {results.parent}/ (evalkit report {results.parent}; evalkit view)"
+    return f"results {results}, receipt {receipt} (evalkit report {receipt}; evalkit view)"
+
+
+def default_dir(solver: str) -> Path:
+    """out/eval/NAME for a solver: reference, replay-FILESTEM, model-PROVIDER-NAME."""
+    if solver.startswith("replay:"):
+        name = "replay-" + Path(solver.removeprefix("replay:")).stem
+    else:
+        name = solver.replace(":", "-", 1)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "eval"
+    return Path("out") / "eval" / name
+
+
+def check_bank(tasks: Path, option: str = "--tasks") -> None:
+    """A missing bank names the command that writes one."""
+    from evalkit_core import ConfigError
+
+    if not tasks.is_dir():
+        raise ConfigError(
+            f"{option} {tasks}: task directory not found (`evalkit tasks demo --out {tasks}` writes the seed bank "
+            "that ships with evalkit)"
+        )

@@ -57,7 +57,7 @@ def verify_any(
         raw = verify_eval_receipt(receipt, results, tasks, key=key)
         checks = [("ok" if ok else "MISMATCH", str(n), str(d)) for n, ok, d in raw]
         if all(s == "ok" for s, _, _ in checks):
-            from evalkit.grading._eval import _recorded  # pyright: ignore[reportPrivateUsage]
+            from evalkit.grading._eval_receipt import _recorded  # pyright: ignore[reportPrivateUsage]
 
             files = cast("dict[str, str]", body.get("files") or {})
             base = receipt.resolve().parent if body.get("files_relative_to") == "receipt" else None

@@ -11,7 +11,7 @@ from evalkit_core import ConfigError
 
 __all__ = ["app"]
 
-app = typer.Typer(no_args_is_help=True, help="Validate task banks and import task sets.")
+app = typer.Typer(no_args_is_help=True, help="Validate task banks, write the seed bank, import task sets.")
 
 
 @app.command("validate")
@@ -21,7 +21,9 @@ def validate(
 ) -> None:
     """Run every reference through the real verifier against every test; exit 1 naming each failing task and test."""
     from evalkit import Sandbox, validate_bank
+    from evalkit_cli._eval import check_bank
 
+    check_bank(tasks_dir, "tasks validate")
     with Sandbox() as sandbox:
         count, problems = validate_bank(tasks_dir, sandbox)
     if as_json:
@@ -41,6 +43,25 @@ def validate(
             typer.echo(f"ok: {count} tasks validated")
     if problems:
         raise typer.Exit(1)
+
+
+@app.command("demo")
+def demo(
+    out: Path = typer.Option(..., "--out", help="Directory to write the seed bank into (must not exist or be empty)."),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it already holds files."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """Write the seed task bank that ships with evalkit (70 tasks: code and structured output) into OUT."""
+    from evalkit import bank_digest, load_tasks
+    from evalkit.grading._seed import write_seed_bank
+
+    target = write_seed_bank(out, force=force)
+    tasks = load_tasks(target)
+    if as_json:
+        typer.echo(json.dumps({"path": str(target), "tasks": len(tasks), "digest": bank_digest(tasks)}))
+        return
+    typer.echo(f"wrote {target}  tasks {len(tasks)}  {bank_digest(tasks)}")
+    typer.echo(f"next: evalkit eval --tasks {target} --solver reference")
 
 
 @app.command("import")

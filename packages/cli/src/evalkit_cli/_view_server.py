@@ -12,7 +12,9 @@ from __future__ import annotations
 import html
 import json
 import os
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,20 +24,14 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from evalkit_cli._view_index import Item, campaign_items, describe, fold
+from evalkit_cli._view_page import index_json, index_page
+
 __all__ = ["Catalog", "Item", "ViewServer", "scan"]
 
 SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".nox", "site-packages"}
 MAX_FILES = 20_000
-MAX_JSON_BYTES = 4 << 20
 RESULT_CHARS = 60_000  # how much of one tool answer a session page shows (the trajectory has it whole)
-
-
-@attrs.frozen
-class Item:
-    kind: str  # "pit" | "eval" | "campaign"
-    target: str  # a file path, or a campaign name
-    label: str
-    home: str | None = None
 
 
 @attrs.define
@@ -49,52 +45,16 @@ def _walk(root: Path) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         for name in sorted(filenames):
-            if name.endswith((".json", ".jsonl")):
+            if name.endswith((".json", ".jsonl", ".partial")):
                 seen += 1
                 if seen > MAX_FILES:
                     return
                 yield Path(dirpath) / name
 
 
-def _kind_of_file(path: Path) -> tuple[str, str] | None:
-    from evalkit_cli._report_data import EVAL_KIND, PIT_KIND
-
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES and path.suffix == ".json":
-            return None
-        if path.suffix == ".jsonl":
-            with path.open(encoding="utf-8") as fh:
-                first = json.loads(fh.readline() or "null")
-            if isinstance(first, dict) and {"task_id", "public", "hidden"} <= cast("dict[str, Any]", first).keys() \
-                    and "model_id" not in first:
-                return "eval", f"eval results {path.name}"
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    body = cast("dict[str, Any]", data).get("body") if isinstance(data, dict) else None
-    if not isinstance(body, dict):
-        return None
-    b = cast("dict[str, Any]", body)
-    if b.get("kind") == PIT_KIND:
-        return "pit", f"PIT run {b.get('run_id')} ({cast('dict[str, Any]', b.get('agent') or {}).get('spec')})"
-    if b.get("kind") == EVAL_KIND:
-        solver = cast("dict[str, Any]", b.get("solver") or {})
-        return "eval", f"eval receipt {solver.get('model_id') or solver.get('name')} ({path.name})"
-    return None
-
-
-def _campaigns(home: Path) -> list[str]:
-    from evalkit_core.store import Store, store_exists
-
-    if not store_exists(home):  # $EVALKIT_STORE (a PostgreSQL URL or a file) counts, as for every command
-        return []
-    with Store.open(home) as store, store.snapshot() as db:
-        return [str(r[0]) for r in db.execute("SELECT name FROM campaigns WHERE name IS NOT NULL ORDER BY name")]
-
-
 def scan(directory: Path, home: Path) -> Catalog:
-    """Everything the view can show under ``directory`` and ``home`` (files once each, in path order)."""
+    """Everything the view can show under ``directory`` and ``home`` (files once each, in path order), one row
+    per run (see :mod:`evalkit_cli._view_index`)."""
     items: list[Item] = []
     seen: set[Path] = set()
     for root in (directory, home):
@@ -105,12 +65,10 @@ def scan(directory: Path, home: Path) -> Catalog:
             if real in seen:
                 continue
             seen.add(real)
-            found = _kind_of_file(path)
+            found = describe(path)
             if found is not None:
-                items.append(Item(found[0], str(path), f"{found[1]}: {path}"))
-    for name in _campaigns(home):
-        items.append(Item("campaign", name, f"campaign {name}", str(home)))
-    return Catalog(items, [str(directory), str(home)])
+                items.append(found)
+    return Catalog([*fold(items), *campaign_items(home)], [str(directory), str(home)])
 
 
 # ------------------------------------------------------------------------------------------------ pages
@@ -151,15 +109,50 @@ def _pretty(value: object, limit: int = RESULT_CHARS) -> str:
 
 
 class ViewServer(ThreadingHTTPServer):
-    daemon_threads = True
+    """The view's server. Its catalog is scanned again (at most once a second) when the index or its JSON is asked
+    for, so runs that start, progress or end while it serves appear; an item keeps its number for the server's life
+    (a number is given to a run the first time it is found and never to another), so links stay good."""
 
-    def __init__(self, address: tuple[str, int], catalog: Catalog) -> None:
+    daemon_threads = True
+    RESCAN_SECONDS = 1.0
+
+    def __init__(self, address: tuple[str, int], catalog: Catalog, *, rescan: tuple[Path, Path] | None = None) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
-        self.catalog = catalog
-        self._models: dict[int, dict[str, Any]] = {}
-        self._cells: dict[int, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        self._numbers: dict[tuple[str, str], int] = {}
+        self.catalog = catalog
+        self.current: dict[int, Item] = {}
+        self._place(catalog)
+        self._rescan = rescan
+        self._scanned = time.monotonic()
+        self._models: dict[int, tuple[Item, dict[str, Any]]] = {}
+        self._cells: dict[int, tuple[Item, list[dict[str, Any]]]] = {}
         self._js: str | None = None
+
+    def _place(self, catalog: Catalog) -> None:
+        current: dict[int, Item] = {}
+        for item in catalog.items:
+            key = (item.kind, item.target)
+            n = self._numbers.setdefault(key, len(self._numbers))
+            current[n] = item
+        self.catalog, self.current = catalog, current
+
+    def refresh(self) -> None:
+        with self._lock:
+            if self._rescan is None or time.monotonic() - self._scanned < self.RESCAN_SECONDS:
+                return
+            self._place(scan(*self._rescan))
+            self._scanned = time.monotonic()
+
+    def item(self, n: int) -> Item | None:
+        with self._lock:
+            return self.current.get(n)
+
+    def rows(self) -> list[tuple[int, Item]]:
+        with self._lock:
+            return sorted(self.current.items())
 
     def preload(self, js: str) -> None:
         self._js = js
@@ -171,30 +164,38 @@ class ViewServer(ThreadingHTTPServer):
             self._js = plotly_js()
         return self._js
 
-    def model(self, n: int) -> dict[str, Any]:
+    def model(self, n: int, item: Item) -> dict[str, Any]:
+        """The report model of item ``n``, made again when its row changed (a campaign that progressed)."""
         from evalkit_cli._report_data import campaign_model, eval_model, pit_model
 
         with self._lock:
-            if n not in self._models:
-                item = self.catalog.items[n]
-                home = Path(item.home) if item.home else None
-                if item.kind == "pit":
-                    self._models[n] = pit_model(Path(item.target), trajectory=None, bundle=None, prices=None, home=None)
-                elif item.kind == "eval":
-                    self._models[n] = eval_model(Path(item.target), tasks=None)
-                else:
-                    self._models[n] = campaign_model(item.target, home=home)
-            return self._models[n]
+            cached = self._models.get(n)
+            if cached is not None and cached[0] == item:
+                return cached[1]
+        home = Path(item.home) if item.home else None
+        if item.kind == "pit":
+            model = pit_model(Path(item.target), trajectory=None, bundle=None, prices=None, home=None)
+        elif item.kind == "eval":
+            model = eval_model(Path(item.target), tasks=None)
+        else:
+            model = campaign_model(item.target, home=home)
+        with self._lock:
+            self._models[n] = (item, model)
+        return model
 
-    def cells(self, n: int) -> list[dict[str, Any]]:
+    def cells(self, n: int, item: Item) -> list[dict[str, Any]]:
         from evalkit_cli._report_data import trajectory_cells
 
-        model = self.model(n)
+        model = self.model(n, item)
         with self._lock:
-            if n not in self._cells:
-                traj = model["source"]["trajectory"]
-                self._cells[n] = trajectory_cells(Path(traj)) if traj else []
-            return self._cells[n]
+            cached = self._cells.get(n)
+            if cached is not None and cached[0] == item:
+                return cached[1]
+        traj = model["source"]["trajectory"]
+        cells = trajectory_cells(Path(traj)) if traj else []
+        with self._lock:
+            self._cells[n] = (item, cells)
+        return cells
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -218,17 +219,32 @@ class _Handler(BaseHTTPRequestHandler):
     def _refuse(self) -> None:
         self._send(HTTPStatus.METHOD_NOT_ALLOWED, _plain_page("read-only", "<p>This view only reads.</p>"))
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815 - http.server's dispatch names
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse  # noqa: N815 - http.server's dispatch names
 
     def do_HEAD(self) -> None:
         self.do_GET()
 
+    def _host_ok(self) -> bool:
+        """The Host header names this server's loopback address (or localhost): a page on another site that
+        re-points its own name at 127.0.0.1 (DNS rebinding) is refused, so it cannot read the view."""
+        port = self.server.server_address[1]
+        host = (self.headers.get("Host") or "").strip().lower()
+        return host in {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+
     def do_GET(self) -> None:
         from evalkit_core import EvalkitError
 
+        if not self._host_ok():
+            self._send(HTTPStatus.FORBIDDEN, _plain_page("refused", "<p>This view answers its loopback address only.</p>"))
+            return
         parts = [p for p in urlsplit(self.path).path.split("/") if p]
         if parts == ["favicon.ico"]:
             self._send(HTTPStatus.NO_CONTENT, "", "image/x-icon")
+            return
+        if parts == ["index.json"]:
+            self.server.refresh()
+            self._send(HTTPStatus.OK, json.dumps(index_json(self.server.rows()), sort_keys=True),
+                       "application/json; charset=utf-8")  # fmt: skip
             return
         try:
             page = self._route(parts)
@@ -242,44 +258,35 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, parts: list[str]) -> str | None:
         if not parts:
-            return self._index()
-        items = self.server.catalog.items
-        if parts[0] != "item" or len(parts) < 2 or not parts[1].isdigit() or int(parts[1]) >= len(items):
+            self.server.refresh()
+            return index_page(self.server.rows(), self.server.catalog.roots)
+        if parts[0] != "item" or len(parts) < 2 or not parts[1].isdigit():
             return None
         n = int(parts[1])
-        item = items[n]
+        item = self.server.item(n)
+        if item is None:
+            return None
+        if item.kind == "journal":
+            return _plain_page(item.label, f"<p>{_e(item.status)}: {_e(item.detail)}. The results and the receipt "
+                               "appear in the index when the eval ends.</p>") if len(parts) == 2 else None
         if len(parts) == 2:
             from evalkit_cli._report_html import render_page
 
-            return render_page(self.server.model(n), self.server.js(), _nav(n, item))
+            return render_page(self.server.model(n, item), self.server.js(), _nav(n, item))
         if parts[2] != "trajectory" or item.kind != "pit":
             return None
         if len(parts) == 3:
-            return self._trajectory(n)
+            return self._trajectory(n, item)
         if len(parts) == 5 and parts[3].isdigit() and parts[4].isdigit():
-            cells = self.server.cells(n)
+            cells = self.server.cells(n, item)
             ci, si = int(parts[3]), int(parts[4])
             if ci < len(cells) and si < len(cells[ci]["sessions"]):
-                return self._session(n, ci, si)
+                return self._session(n, item, ci, si)
         return None
 
-    def _index(self) -> str:
-        cat = self.server.catalog
-        rows: list[str] = []
-        for n, item in enumerate(cat.items):
-            extra = f' &middot; <a href="/item/{n}/trajectory">trajectory</a>' if item.kind == "pit" else ""
-            rows.append(f'<tr data-kind="{item.kind}"><td>{_e(item.kind)}</td>'
-                        f'<td><a href="/item/{n}">{_e(item.label)}</a>{extra}</td></tr>')
-        body = (
-            f'<p class="note">Found under {_e(" and ".join(cat.roots))} when the view started; read-only.</p>'
-            + ('<table id="items"><thead><tr><th>kind</th><th>what</th></tr></thead><tbody>'
-               + "".join(rows) + "</tbody></table>" if rows else "<p>Nothing found: no PIT receipt, eval or campaign.</p>")
-        )
-        return _plain_page("evalkit view", f"<section>{body}</section>")
-
-    def _trajectory(self, n: int) -> str:
-        cells = self.server.cells(n)
-        model = self.server.model(n)
+    def _trajectory(self, n: int, item: Item) -> str:
+        cells = self.server.cells(n, item)
+        model = self.server.model(n, item)
         out: list[str] = [(f'<p><a href="/item/{n}">the run\'s report</a> &middot; trajectory '
                           f'<code>{_e(model["source"]["trajectory"])}</code></p>')]
         for ci, cell in enumerate(cells):
@@ -294,9 +301,9 @@ class _Handler(BaseHTTPRequestHandler):
                        f"<th class=r>picks</th><th class=r>rejected</th></tr></thead><tbody>{rows}</tbody></table></details>")
         return _plain_page(f"{model['title']}: trajectory", f"<section>{''.join(out)}</section>")
 
-    def _session(self, n: int, ci: int, si: int) -> str:
-        cells = self.server.cells(n)
-        model = self.server.model(n)
+    def _session(self, n: int, item: Item, ci: int, si: int) -> str:
+        cells = self.server.cells(n, item)
+        model = self.server.model(n, item)
         cell = cells[ci]
         session = cell["sessions"][si]
         wanted = set(session["lines"])

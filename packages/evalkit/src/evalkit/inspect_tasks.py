@@ -24,8 +24,9 @@ from typing import Any
 from inspect_ai import Task, task
 from inspect_ai._util.package import get_installed_package_name  # pyright: ignore[reportPrivateImportUsage]
 from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import get_model
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
-from inspect_ai.solver import Solver, TaskState, generate
+from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
 
 from evalkit.grading._tasks import Task as BankTask
 from evalkit.grading._tasks import load_tasks, render_prompt
@@ -33,7 +34,7 @@ from evalkit.grading._verifiers import VerifierSettings, grade
 from evalkit.wall import Sandbox, SandboxLimits
 from evalkit_core import ConfigError
 
-__all__ = ["evalkit_inspect_task", "verifier_scorer", "verifier_tasks"]
+__all__ = ["answer", "evalkit_inspect_task", "verifier_scorer", "verifier_tasks"]
 
 _FAMILIES = ("code", "structured")
 
@@ -97,6 +98,28 @@ def verifier_scorer(bank: str = "tasks", limits: dict[str, Any] | None = None) -
     return score
 
 
+async def _about_four_characters_a_token(text: str) -> int:
+    return max(1, (len(text) + 3) // 4)
+
+
+@solver
+def answer() -> Solver:
+    """``generate()``, and nothing else, except with Inspect's mock model (``mockllm/...``): an answer without usage
+    makes the mock count its tokens with tiktoken, which downloads its encoding on first use, so the documented
+    offline command (``--model mockllm/model``) would reach the network. This solver gives that one model instance
+    an offline count instead, about four characters a token, as evalkit's gateway counts a mock answer. Outputs
+    that carry their usage are left as they are, and every other model is untouched."""
+    inner = generate()
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:  # the name Inspect calls it by
+        api = get_model().api
+        if str(get_model()).startswith("mockllm/") and "count_text_tokens" not in vars(api):
+            api.count_text_tokens = _about_four_characters_a_token  # pyright: ignore[reportAttributeAccessIssue]
+        return await inner(state, generate)
+
+    return solve
+
+
 def evalkit_inspect_task(
     bank: str | Path = "tasks",
     *,
@@ -107,7 +130,8 @@ def evalkit_inspect_task(
     epochs: int = 1,
 ) -> Task:
     """The bank's tasks (optionally one ``family`` or the given ``ids``) as an Inspect ``Task`` whose scorer is
-    evalkit's verifier. ``solver`` defaults to a plain ``generate()``."""
+    evalkit's verifier. ``solver`` defaults to :func:`answer` (``generate()``, counting a mock model's tokens
+    offline)."""
     tasks = load_tasks(bank)
     if family is not None:
         if family not in _FAMILIES:
@@ -121,7 +145,7 @@ def evalkit_inspect_task(
         tasks = [t for t in tasks if t.id in set(ids)]
     return Task(
         dataset=MemoryDataset(_samples(tasks), name=f"evalkit:{Path(bank).name}"),
-        solver=solver or generate(),
+        solver=solver or answer(),
         scorer=verifier_scorer(bank=str(bank), limits=limits),
         epochs=epochs,
         name="evalkit_verifier_tasks",

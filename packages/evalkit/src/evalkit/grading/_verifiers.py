@@ -28,9 +28,12 @@ __all__ = [
     "Verdict",
     "VerifierSettings",
     "check_assertion",
+    "finish",
     "grade",
     "grade_many",
+    "isolation_text",
     "json_equal",
+    "prepare",
     "resolve_pointer",
     "safe_text",
     "schema_errors",
@@ -375,35 +378,46 @@ def grade_many(
     jobs: list[SandboxJob] = []
     job_index: list[int] = []
     for i, (task, text) in enumerate(items):
-        if isinstance(task, StructuredTask):
-            out[i] = _contained(task, settings, text, partial(_structured, task, settings, text, extract=extract))
+        first = prepare(task, text, settings, extract=extract)
+        if isinstance(first, Verdict):
+            out[i] = first
             tick()
             continue
-        try:
-            source = extract_code(text, task.entry_point) if extract else text
-            job = _job(task, source)
-        except ExtractionError as exc:
-            out[i] = _contained(
-                task, settings, text, partial(_all_failed, task, settings, "no_code", str(exc), answer=text)
-            )
-            tick()
-            continue
-        except Exception as exc:
-            out[i] = _host_rejected(task, settings, text, host_error(exc))
-            tick()
-            continue
-        jobs.append(job)
+        jobs.append(first)
         job_index.append(i)
-    isolation = ""
-    if jobs:
-        iso = sandbox.isolation
-        isolation = "full" if iso.full else "weaker: " + "; ".join(iso.weaker)
+    isolation = isolation_text(sandbox) if jobs else ""
     for i, run in zip(job_index, sandbox.run_many(jobs, on_done=tick) if jobs else [], strict=True):
         task, text = items[i]
         assert isinstance(task, CodeTask)
-        verdict = _contained(task, settings, text, partial(_code_verdict, task, settings, run, text))
-        out[i] = attrs.evolve(verdict, isolation=isolation)
+        out[i] = finish(task, settings, run, text, isolation)
     return [v for v in out if v is not None]
+
+
+def prepare(task: Task, text: str, settings: VerifierSettings, *, extract: bool) -> Verdict | SandboxJob:
+    """The host's first stage for one answer, contained: its verdict where no sandbox is needed (structured output,
+    no code found, or an answer the host cannot handle), else the sandbox job to run. :func:`grade_many` and the
+    eval's journaled grading both go through here, so neither can skip the containment."""
+    if isinstance(task, StructuredTask):
+        return _contained(task, settings, text, partial(_structured, task, settings, text, extract=extract))
+    try:
+        source = extract_code(text, task.entry_point) if extract else text
+        return _job(task, source)
+    except ExtractionError as exc:
+        return _contained(task, settings, text, partial(_all_failed, task, settings, "no_code", str(exc), answer=text))
+    except Exception as exc:
+        return _host_rejected(task, settings, text, host_error(exc))
+
+
+def finish(task: CodeTask, settings: VerifierSettings, run: SandboxRun, text: str, isolation: str) -> Verdict:
+    """The host's last stage for one code answer, contained: the verdict from what its job did."""
+    verdict = _contained(task, settings, text, partial(_code_verdict, task, settings, run, text))
+    return attrs.evolve(verdict, isolation=isolation)
+
+
+def isolation_text(sandbox: Sandbox) -> str:
+    """What a verdict says of the isolation its job ran under."""
+    iso = sandbox.isolation
+    return "full" if iso.full else "weaker: " + "; ".join(iso.weaker)
 
 
 def _structured(task: StructuredTask, settings: VerifierSettings, text: str, *, extract: bool) -> Verdict:

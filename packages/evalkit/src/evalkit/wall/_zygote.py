@@ -273,7 +273,7 @@ class Zygote:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
-        for pidfd in self._pidfds.values():
+        for pidfd in list(self._pidfds.values()):  # a copy: a job thread may still be settling one
             if pidfd is not None:
                 with contextlib.suppress(OSError):
                     os.close(pidfd)
