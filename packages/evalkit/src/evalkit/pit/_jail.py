@@ -38,6 +38,7 @@ from typing import Any, cast
 import attrs
 
 from evalkit.pit._agents import AgentReply
+from evalkit.pit._bounds import SMALL_MESSAGE_BYTES
 from evalkit.pit._guard import EgressAttempt
 from evalkit.pit._recipe import Recipe, jail_roots, site_dirs
 from evalkit.pit._toolbox import Toolbox
@@ -523,6 +524,8 @@ class AgentProcess:
             line = self._lines.pop(0)
             if len(line) > self.limits.message_bytes:
                 raise self._protocol("a message longer than the limit")
+            if len(line) > SMALL_MESSAGE_BYTES and not line.startswith(b'["complete",'):  # never parsed: bounds what it holds
+                raise self._protocol(f"a message longer than {SMALL_MESSAGE_BYTES} bytes (only a model request may be)")
             try:
                 msg = json.loads(line)
             except (ValueError, RecursionError):
