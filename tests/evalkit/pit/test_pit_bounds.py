@@ -211,3 +211,44 @@ def test_structural_events_are_never_refused_so_a_bound_is_passed_inside_a_call(
     traj.emit({"type": "agent_call", "prompt": "p" * 50})
     with pytest.raises(TrajectoryLimit):
         traj.emit({"type": "decision"})
+
+
+# --- model requests -----------------------------------------------------------------------------------------------
+
+
+class _NoGateway:
+    def complete(self, model_id: str, request: Any) -> Any:
+        raise AssertionError("a refused request must never reach the gateway")
+
+
+@pytest.mark.parametrize(
+    ("model_id", "request_fields", "fragment"),
+    [
+        ("m" * 1000, {}, "model id refused (string of 1000 characters"),
+        ("\ud800model", {}, "model id refused"),
+        ("ok-model", {"tools": "NAN_TOOL"}, "the request cannot be recorded: CanonicalError"),
+        ("ok-model", {"system": "\udfff"}, "the request cannot be recorded: CanonicalError"),
+        ("ok-model", {"max_tokens": 10**400}, "the request cannot be recorded: CanonicalError"),
+    ],
+)
+def test_a_model_request_the_trajectory_cannot_hold_is_refused_and_recorded(
+    model_id: str, request_fields: dict[str, Any], fragment: str
+) -> None:
+    from evalkit.pit._gateway import GatewayError
+    from evalkit.pit._models_call import record_model_call
+    from evalkit_core.models import Message, Request
+
+    fh = io.BytesIO()
+    traj = Trajectory(fh, _Sink())
+    from evalkit_core.models import ToolSpec
+
+    if request_fields.get("tools") == "NAN_TOOL":
+        request_fields = {"tools": (ToolSpec("t", "d", {"default": math.nan}),)}
+    request = Request(messages=(Message("user", "hi"),), **request_fields)
+    with pytest.raises(GatewayError, match=r"refused|cannot be recorded"):
+        record_model_call(traj, {"arm": "main"}, _NoGateway(), model_id, request)  # pyright: ignore[reportArgumentType]
+    (line,) = fh.getvalue().splitlines()
+    event = json.loads(line)
+    assert event["type"] == "model_request"
+    assert fragment in event["refused"], event["refused"]
+    assert len(line) < 3000

@@ -313,3 +313,44 @@ def test_honest_agent_runs_and_verifies_under_tight_bounds(synth_release_dir: Pa
     assert body["valid"] is True
     assert body["completed"] is True
     assert all(c["rejected_picks"] == {"unknown": 0, "not_yet_knowable": 0, "duplicate": 0} for c in body["cells"])
+
+
+def test_a_flood_of_egress_reports_is_bounded(synth_release_dir: Path, tmp_path: Path) -> None:
+    """Under policy ``continue`` every reported attempt is recorded (and listed in the receipt); past the bound the
+    cell fails. The reports are written by hand (no socket is made), with targets the host cannot encode."""
+    egress = '["egress","connect","\\ud800' + "h" * 5000 + '","\\udfff:1"]'
+
+    def flooder(prompt: str, tools: Any) -> Any:
+        import os
+
+        for _ in range(50):
+            data = (egress + "\n").encode()
+            while data:
+                data = data[os.write(4, data) :]
+        return []
+
+    body = _run(synth_release_dir, tmp_path, flooder, RunBounds(egress_events=10), network_policy="continue")
+    assert body["valid"] is False
+    assert body["network"]["egress_attempts"] == 10
+    assert body["agent_errors"][0]["error_type"] == "AgentLimit"
+    assert "more than 10 network attempts" in body["agent_errors"][0]["message"]
+    for attempt in body["network"]["attempts"]:
+        assert attempt["target"].startswith("\ufffd") and len(attempt["target"]) <= 1000
+
+
+def test_hostile_model_requests_are_the_calls_errors(synth_release_dir: Path, tmp_path: Path) -> None:
+    valid = '{"messages":[{"role":"user","text":"hi"}],"max_tokens":5}'
+    calls = [
+        '["complete","' + "m" * 1000 + '",' + valid + "]",
+        '["complete","\\ud800",' + valid + "]",
+        '["complete","m",{"messages":5}]',
+        '["complete","m",{"messages":[],"max_tokens":5,"sim_context":5}]',
+        '["complete","m",{"messages":[{"role":"user","text":"hi"}],"max_tokens":5,"sim_context":7}]',
+        '["complete","m",{"messages":[{"role":"user","text":"\\ud800"}],"max_tokens":5}]',
+    ]
+    body = _run(synth_release_dir, tmp_path, _raw_agent(calls, '["reply",[],null]'))
+    assert body["valid"] is True and body["completed"] is True
+    requests = [e for e in _events(tmp_path) if e["type"] == "model_request"]
+    refused = [e for e in requests if "refused" in e]
+    assert len(refused) == 3 * _SESSIONS  # the long id, the surrogate id, the surrogate text
+    assert all(len(json.dumps(e)) < 3000 for e in requests)

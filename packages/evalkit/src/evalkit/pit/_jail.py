@@ -647,8 +647,8 @@ class AgentProcess:
 
         try:
             request = request_from_json(raw)
-        except (KeyError, TypeError, ValueError) as exc:
-            return ["raised", "GatewayError", f"malformed model request: {exc}"]
+        except Exception as exc:  # any request the agent sends (ConfigError, AttributeError, RecursionError...)
+            return ["raised", "GatewayError", f"malformed model request: {type(exc).__name__}: {str(exc)[:2000]}"]
         try:
             completion = toolbox.complete(model_id, request)
         except EvalkitError as exc:

@@ -20,12 +20,13 @@ import attrs
 
 from evalkit.pit._agents import Agent, AgentReply, AgentSpecError, host_models
 from evalkit.pit._bindings import agent_code, environment, harness_block
-from evalkit.pit._bounds import ERROR_CHARS, RunBounds, harness_failure, record_value, safe_text
+from evalkit.pit._bounds import ERROR_CHARS, RunBounds, harness_failure, safe_text
 from evalkit.pit._config import RunConfig
 from evalkit.pit._decide import decide
 from evalkit.pit._gateway import Gateway
 from evalkit.pit._guard import EgressAttempt
 from evalkit.pit._jail import AgentError, AgentJail, AgentJailError, AgentLimits, AgentProcess, EgressStop
+from evalkit.pit._models_call import record_model_call
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
 from evalkit.pit._score import RECEIPT_VERSION, AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
@@ -97,14 +98,6 @@ class CellFailure(Exception):  # noqa: N818 - the cell fails; the name says so
         super().__init__(f"{error_type}: {message}")
         self.error_type = error_type
         self.message = message
-
-
-_MODEL_ID_CHARS = 200
-
-
-def _clean(text: str | None) -> str | None:
-    """A model's text as the trajectory can hold it: lone surrogates replaced (the same text otherwise)."""
-    return None if text is None else safe_text(text, len(text))
 
 
 def session_prompt(toolbox: Toolbox, hold: int) -> str:
@@ -328,54 +321,8 @@ class _RunState:
     # -- models ----------------------------------------------------------------------------------------------
 
     def model_call(self, model_id: str, request: Request) -> Completion:
-        """Forward one model call through the gateway process and record it (no wall-clock, no call id). A model
-        id or a request the trajectory cannot hold (a lone surrogate, NaN, a thousand-character id) is refused:
-        recorded as a ``model_request`` with ``refused``, and raised to the agent as the gateway's error."""
-        from evalkit.pit._gateway import GatewayError
-        from evalkit_core.models import completion_from_json, request_to_json
-
-        shown = record_value(model_id, _MODEL_ID_CHARS)
-        request_json: dict[str, Any] = {}
-        request_sha = ""
-        try:
-            request_json = request_to_json(request)
-            request_sha = digest(request_json)
-        except Exception as exc:  # the agent's request: its refusal is recorded, never raised past here
-            refused = "the request cannot be recorded: " + harness_failure(exc)
-        else:
-            refused = None if type(shown) is str else f"model id refused ({safe_text(shown, 200)})"
-        if refused is not None:
-            self.traj.emit({"type": "model_request", **self.where, "model_id": safe_text(model_id, 200), "refused": refused})
-            raise GatewayError(refused)
-        self.traj.emit({"type": "model_request", **self.where, "model_id": model_id, "request_sha256": request_sha})
-        completion = completion_from_json(self.gateway.complete(model_id, request_json))
-        usage = completion.usage
-        self.traj.emit(
-            {
-                "type": "model_call",
-                **self.where,
-                "model_id": completion.model_id,
-                "reported_model": _clean(completion.reported_model),
-                "simulated": completion.simulated,
-                "request_digest": completion.request_digest,
-                "response_digest": completion.response_digest,
-                "registry_digest": completion.registry_digest,
-                "usage": {
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "cache_read_tokens": usage.cache_read_tokens,
-                    "cache_write_tokens": usage.cache_write_tokens,
-                },
-                "cost_usd": str(completion.cost),
-                "attempts": completion.attempts,
-                "text": _clean(completion.text),
-                "tool_calls": [
-                    {"id": _clean(t.id), "name": _clean(t.name), "arguments": _clean(t.raw_arguments)}
-                    for t in completion.tool_calls
-                ],
-            }
-        )
-        return completion
+        """Forward one model call through the gateway process and record it (:func:`record_model_call`)."""
+        return record_model_call(self.traj, self.where, self.gateway, model_id, request)
 
     # -- events ----------------------------------------------------------------------------------------------
 
