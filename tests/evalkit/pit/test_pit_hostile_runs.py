@@ -354,3 +354,18 @@ def test_hostile_model_requests_are_the_calls_errors(synth_release_dir: Path, tm
     refused = [e for e in requests if "refused" in e]
     assert len(refused) == 3 * _SESSIONS  # the long id, the surrogate id, the surrogate text
     assert all(len(json.dumps(e)) < 3000 for e in requests)
+
+
+def test_verify_names_a_forged_count_of_omitted_refusals(synth_release_dir: Path, tmp_path: Path) -> None:
+    body = _run(synth_release_dir, tmp_path, _flood(["nope"] * 100), RunBounds(picks_per_session=50))
+    assert body["cells"][0]["rejected_picks"]["over_limit"] > 0
+    out: list[str] = []
+    for line in (tmp_path / "t.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["type"] == "decision":
+            event["rejected_omitted"] = {"made_up": 5}
+        out.append(json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+    (tmp_path / "forged.jsonl").write_text("\n".join(out) + "\n")
+    checks = verify_pit_receipt(tmp_path / "r.json", trajectory=tmp_path / "forged.jsonl", bundle=synth_release_dir)
+    mismatches = [c.detail for c in checks if c.status == "MISMATCH"]
+    assert any("rejected_omitted is not a count of refusals by reason" in d for d in mismatches), mismatches
