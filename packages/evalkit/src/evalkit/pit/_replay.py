@@ -5,7 +5,9 @@ The agent is not run again: its recorded actions are. For each cell and session 
 gives, re-serves every recorded tool call (same tool, same arguments) and compares the whole answer, checks every
 accepted and rejected pick against what was knowable at that bell, checks the probe's items and prompts, and
 checks that the events come in the order the runner writes them (no line dropped, added, reordered or moved to
-another cell). Problems are returned as ``line N: ...`` strings; a structural one ends the walk.
+another cell). Problems are returned as ``line N: ...`` strings; a structural one ends the walk. A decision's
+refusals past its listed sample (``rejected_omitted``) are counts: their reasons are checked, their keys were never
+recorded.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ is moved onto the NYSE calendar ten years on (the release's shift map): sessions
 would contradict its entry session, where the shifted instant of its real ``known_at`` is shown instead. Reading a row that is not yet knowable returns ``not_yet_knowable`` and the key only,
 and so does reading a row that does not exist: the two answers are identical, so neither reveals that a future
 filing exists. The tools never decide what is traded: the runner accepts or refuses picks from its own table.
+
+Every call goes through :meth:`Toolbox.call`, which is total: its arguments are admitted to the form the trajectory
+records (:mod:`evalkit.pit._toolargs`), the answer is computed from that form only, and whatever goes wrong is the
+call's recorded ``error`` answer (docs/pit-harness.md, "Bounds").
 """
 
 from __future__ import annotations
