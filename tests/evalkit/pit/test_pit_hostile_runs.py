@@ -369,3 +369,20 @@ def test_verify_names_a_forged_count_of_omitted_refusals(synth_release_dir: Path
     checks = verify_pit_receipt(tmp_path / "r.json", trajectory=tmp_path / "forged.jsonl", bundle=synth_release_dir)
     mismatches = [c.detail for c in checks if c.status == "MISMATCH"]
     assert any("rejected_omitted is not a count of refusals by reason" in d for d in mismatches), mismatches
+
+
+def test_the_schema_takes_a_body_with_bounds_and_one_without(synth_release_dir: Path, tmp_path: Path) -> None:
+    import jsonschema
+
+    from evalkit.pit import receipt_schema
+
+    body = _run(synth_release_dir, tmp_path, lambda prompt, tools: [])
+    validator = jsonschema.Draft202012Validator(receipt_schema())
+    assert not list(validator.iter_errors(body))
+    assert body["bounds"] == RunBounds().to_json()
+    old = {k: v for k, v in body.items() if k != "bounds"}  # a receipt written before the bounds existed
+    assert not list(validator.iter_errors(old))
+    for change in ({"picks_per_session": 0}, {"reply_chars": "many"}, {"made_up": 1}):
+        assert list(validator.iter_errors({**body, "bounds": {**body["bounds"], **change}})), change
+    missing = {k: v for k, v in body["bounds"].items() if k != "trajectory_run_bytes"}
+    assert list(validator.iter_errors({**body, "bounds": missing}))
