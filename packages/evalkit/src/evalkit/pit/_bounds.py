@@ -131,12 +131,14 @@ def describe(value: object) -> str:
         return "<unprintable>"
 
 
-def _faithful(value: object) -> bool:
+def _faithful(value: object, max_chars: int = 1 << 20) -> bool:
     """True when ``value`` is a small JSON value that canonical JSON writes and reads back as the same value of the
     same types: no NaN or infinity, no integer beyond 2**53 - 1, no float it would round or write as an integer,
-    no lone surrogate, no key that is not a string; at most _MAX_NODES nodes, _MAX_DEPTH deep. Never raises."""
+    no lone surrogate, no key that is not a string; at most _MAX_NODES nodes, _MAX_DEPTH deep, ``max_chars``
+    characters of text (so a long string is never scanned). Never raises."""
     stack: list[tuple[object, int]] = [(value, 0)]
     nodes = 0
+    chars = 0
     try:
         while stack:
             v, depth = stack.pop()
@@ -147,7 +149,8 @@ def _faithful(value: object) -> bool:
             if v is None or t is bool:
                 continue
             if t is str:
-                if _SURROGATE.search(cast("str", v)):
+                chars += len(cast("str", v))
+                if chars > max_chars or _SURROGATE.search(cast("str", v)):
                     return False
             elif t is int:
                 if not -_INT_LIMIT <= cast("int", v) <= _INT_LIMIT:
@@ -158,7 +161,8 @@ def _faithful(value: object) -> bool:
                     return False
             elif t is dict:
                 for k, item in cast("dict[object, object]", v).items():
-                    if type(k) is not str or _SURROGATE.search(k):
+                    chars += len(k) if type(k) is str else 0
+                    if type(k) is not str or chars > max_chars or _SURROGATE.search(k):
                         return False
                     stack.append((item, depth + 1))
             elif t is list:
@@ -188,7 +192,7 @@ def record_value(value: object, cap: int = VALUE_CHARS) -> object:
     try:
         if isinstance(value, str) and len(value) > cap:
             return {REFUSED: describe(value)}
-        if _faithful(value) and (_size(value) <= cap or (is_stand_in(value) and len(value[REFUSED]) <= _STAND_IN_CHARS)):
+        if _faithful(value, max(cap, _STAND_IN_CHARS)) and (_size(value) <= cap or (is_stand_in(value) and len(value[REFUSED]) <= _STAND_IN_CHARS)):
             return value
     except Exception:  # noqa: S110 - described below
         pass
