@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from evalkit.pit import RunBounds, RunConfig, from_callable, run, verify_pit_receipt
-from evalkit_core import Release
+from evalkit_core import ConfigError, Release
 
 RUN_START, RUN_END = "2023-03-01", "2023-03-10"  # 8 sessions
 _SESSIONS = 8
@@ -252,8 +252,19 @@ def test_trajectory_growth_past_the_run_bound_fails_the_cell_it_happens_in(synth
     assert (tmp_path / "t.jsonl").stat().st_size < 40_000 + 5_000
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        KeyError("boom " + "x" * 100_000),
+        RecursionError("boom"),
+        UnicodeEncodeError("utf-8", "\ud800", 0, 1, "boom surrogates not allowed"),
+        OverflowError("boom"),
+        ConfigError("boom: a harness ConfigError once the agent runs is the cell's, not the caller's"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
 def test_a_harness_failure_on_agent_input_is_the_cells_recorded_error(
-    synth_release_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    synth_release_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
     """By construction: an exception the harness's own code raises while handling what the agent sent (here the
     decision code, broken on purpose for one pick) is its cell's failure, with the type and a bounded message."""
@@ -263,7 +274,7 @@ def test_a_harness_failure_on_agent_input_is_the_cells_recorded_error(
 
     def broken(picks: Any, *args: Any) -> Any:
         if "boom" in picks:
-            raise KeyError("boom " + "x" * 100_000)
+            raise error
         return real(picks, *args)
 
     monkeypatch.setattr(runner, "decide", broken)
@@ -277,7 +288,7 @@ def test_a_harness_failure_on_agent_input_is_the_cells_recorded_error(
     assert body["valid"] is False
     (err,) = body["agent_errors"]
     assert err["error_type"] == "HarnessError"
-    assert err["message"].startswith("the harness failed on this agent's input: KeyError: ")
+    assert err["message"].startswith(f"the harness failed on this agent's input: {type(error).__name__}: ")
     assert len(err["message"]) <= 2000
     assert err["session_date"] == "2023-03-06"
     assert json.loads((tmp_path / "r.json").read_text())["body"]["agent_errors"] == body["agent_errors"]

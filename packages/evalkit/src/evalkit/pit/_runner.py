@@ -387,8 +387,9 @@ class _RunState:
         """The one place a failure the agent caused in the harness's own code becomes its cell's: a CellFailure
         with its named cause, a trajectory past its bound, or any other exception, recorded with its type and a
         bounded message (a harness bug is recorded, never swallowed). A failure that is the caller's (the agent
-        cannot be loaded, the wall never started, a configuration error) is raised as it was."""
-        if isinstance(exc, ConfigError | AgentSpecError) or (isinstance(exc, AgentJailError) and not self.loaded):
+        cannot be loaded, the wall never started, ``--netns`` cannot be had: all found before the agent first runs)
+        is raised as it was."""
+        if not self.loaded and isinstance(exc, ConfigError | AgentSpecError | AgentJailError):
             raise exc
         if isinstance(exc, CellFailure):
             self._record_failure(exc.error_type, exc.message)
