@@ -23,6 +23,9 @@ if TYPE_CHECKING:
         resolve_agent,
         stub_agent,
     )
+    from evalkit.pit._bounds import (
+        RunBounds,
+    )
     from evalkit.pit._config import (
         RunConfig,
         load_config,
@@ -94,6 +97,7 @@ _LAZY: dict[str, str] = {
     "Prices": "evalkit.pit._prices",
     "PricesError": "evalkit.pit._prices",
     "RECEIPT_VERSION": "evalkit.pit._runner",
+    "RunBounds": "evalkit.pit._bounds",
     "RunConfig": "evalkit.pit._config",
     "RunResult": "evalkit.pit._runner",
     "TOOL_NAMES": "evalkit.pit._tool_specs",
@@ -138,6 +142,7 @@ __all__ = [
     "NetworkGuard",
     "Prices",
     "PricesError",
+    "RunBounds",
     "RunConfig",
     "RunResult",
     "Toolbox",

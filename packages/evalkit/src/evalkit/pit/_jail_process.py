@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from evalkit.pit._agent_base import AgentReply
+from evalkit.pit._bounds import SMALL_MESSAGE_BYTES
 from evalkit.pit._guard import EgressAttempt
 from evalkit.pit._jail_types import (
     _EXIT_CPU,  # pyright: ignore[reportPrivateUsage]
@@ -209,6 +210,8 @@ class AgentProcess:
             line = self._lines.pop(0)
             if len(line) > self.limits.message_bytes:
                 raise self._protocol("a message longer than the limit")
+            if len(line) > SMALL_MESSAGE_BYTES and not line.startswith(b'["complete",'):  # never parsed: bounds what it holds
+                raise self._protocol(f"a message longer than {SMALL_MESSAGE_BYTES} bytes (only a model request may be)")
             try:
                 msg = json.loads(line)
             except (ValueError, RecursionError):

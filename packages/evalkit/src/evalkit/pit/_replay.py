@@ -5,7 +5,9 @@ The agent is not run again: its recorded actions are. For each cell and session 
 gives, re-serves every recorded tool call (same tool, same arguments) and compares the whole answer, checks every
 accepted and rejected pick against what was knowable at that bell, checks the probe's items and prompts, and
 checks that the events come in the order the runner writes them (no line dropped, added, reordered or moved to
-another cell). Problems are returned as ``line N: ...`` strings; a structural one ends the walk.
+another cell). Problems are returned as ``line N: ...`` strings; a structural one ends the walk. A decision's
+refusals past its listed sample (``rejected_omitted``) are counts: their reasons are checked, their keys were never
+recorded.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ EVENT_TYPES = frozenset(
 )
 _IN_CALL = frozenset({"tool_call", "model_request", "model_call", "egress_attempt"})
 _MAX_PROBLEMS = 20
+_OMITTED_REASONS = frozenset({"unknown", "not_yet_knowable", "duplicate", "over_limit"})
 
 
 class _Misaligned(Exception):  # noqa: N818 - internal control flow: the walk cannot go on
@@ -296,6 +299,15 @@ def _check_decision(walk: _Walk, entries: Mapping[str, int], s_idx: int, decisio
             walk.problem(
                 f"line {line}: pick {key} was rejected as {reason}, the harness rejects it as {want}"
             )
+    # Refusals past the listed sample are counts (docs/pit-harness.md, "Bounds"): their keys were never recorded,
+    # so only their reasons and counts can be checked.
+    omitted = decision.get("rejected_omitted", {})
+    if not isinstance(omitted, dict) or not all(
+        reason in _OMITTED_REASONS and type(n) is int and n > 0 for reason, n in cast("dict[str, object]", omitted).items()
+    ):
+        walk.problem(f"line {line}: rejected_omitted is not a count of refusals by reason")
+        return
+    walk.counts["picks"] += sum(cast("dict[str, int]", omitted).values())
 
 
 def _walk_probe_item(walk: _Walk, view: CellView, last: int, n: int, key: str) -> None:

@@ -14,20 +14,24 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO, Any, cast
+from typing import Any
 
 import attrs
 
 from evalkit.pit._agents import Agent, AgentReply, AgentSpecError, host_models
 from evalkit.pit._bindings import agent_code, environment, harness_block
+from evalkit.pit._bounds import ERROR_CHARS, RunBounds, harness_failure, safe_text
 from evalkit.pit._config import RunConfig
+from evalkit.pit._decide import decide
 from evalkit.pit._gateway import Gateway
 from evalkit.pit._guard import EgressAttempt
-from evalkit.pit._jail import AgentError, AgentJail, AgentLimits, AgentProcess, EgressStop
+from evalkit.pit._jail import AgentError, AgentJail, AgentJailError, AgentLimits, AgentProcess, EgressStop
+from evalkit.pit._models_call import record_model_call
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
 from evalkit.pit._score import RECEIPT_VERSION, AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
 from evalkit.pit._toolbox import CellView, Toolbox, cell_views
+from evalkit.pit._trajectory import Trajectory, TrajectoryLimit, result_json, tool_line
 from evalkit_core import (
     ARMS,
     Calendar,
@@ -38,8 +42,6 @@ from evalkit_core import (
     SigningKey,
     atomic_open,
     cache_dir,
-    canonical_bytes,
-    canonical_object,
     digest,
     ensure_signing_key,
     file_digest,
@@ -50,7 +52,7 @@ from evalkit_core import (
 )
 from evalkit_core.models import Completion, Request
 
-__all__ = ["RECEIPT_VERSION", "RunResult", "result_json", "run", "tool_line"]
+__all__ = ["RECEIPT_VERSION", "CellFailure", "RunResult", "result_json", "run", "tool_line"]
 
 
 @attrs.frozen
@@ -82,62 +84,20 @@ class RunResult:
         return self.cell(arm, clock)["total_return"]
 
 
-class _Trajectory:
-    """Canonical JSONL events, written to a temp file renamed into place when the run ends (even on error).
-
-    Every event written is also fed to the scorer, which computes the body's numbers from the events alone
-    (as ``verify`` does from the file)."""
-
-    def __init__(self, fh: IO[bytes], scorer: Scorer) -> None:
-        self._fh = fh
-        self._scorer = scorer
-        self._deferred: list[tuple[Mapping[str, Any], str | None]] = []
-        self.events = 0
-
-    def emit(self, event: Mapping[str, Any], rows_json: str | None = None) -> None:
-        """Write ``event`` as the next line (after any deferred ones). ``rows_json``: for a tool call, the canonical
-        JSON of its result's ``rows`` or ``row`` (:attr:`Toolbox.rows_json`), spliced in instead of encoding the
-        rows again."""
-        self.flush()
-        self._write(event, rows_json)
-
-    def defer(self, event: Mapping[str, Any], rows_json: str | None = None) -> None:
-        """Emit ``event`` at the next :meth:`flush` or :meth:`emit`, whichever comes first: the order of the lines
-        is the order of the calls."""
-        self._deferred.append((event, rows_json))
-
-    def flush(self) -> None:
-        deferred, self._deferred = self._deferred, []
-        for event, rows_json in deferred:
-            self._write(event, rows_json)
-
-    def _write(self, event: Mapping[str, Any], rows_json: str | None) -> None:
-        line = {"seq": self.events, **event}
-        self._fh.write((canonical_bytes(line) if rows_json is None else tool_line(line, rows_json)) + b"\n")
-        self._scorer.feed(line)
-        self.events += 1
-
-
-def tool_line(event: Mapping[str, Any], rows_json: str) -> bytes:
-    """``canonical_bytes(event)`` for a tool call whose ``result`` holds ``rows`` (a list) or ``row`` (an object)
-    whose canonical JSON is ``rows_json``: every other member is encoded here, the rows are not encoded again."""
-    outer = {k: canonical_bytes(v).decode() for k, v in event.items() if k != "result"}
-    outer["result"] = result_json(cast("Mapping[str, Any]", event["result"]), rows_json)
-    return canonical_object(outer).encode()
-
-
-def result_json(result: Mapping[str, Any], rows_json: str) -> str:
-    """``canonical_bytes(result).decode()`` for a tool answer whose ``rows`` (or ``row``) encode as ``rows_json``."""
-    field = "rows" if isinstance(result.get("rows"), list) else "row"
-    members = {k: canonical_bytes(v).decode() for k, v in result.items() if k != field}
-    members[field] = rows_json
-    return canonical_object(members)
-
-
 class _Stop(Exception):  # noqa: N818 - internal control flow
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class CellFailure(Exception):  # noqa: N818 - the cell fails; the name says so
+    """The agent made its cell fail in a way the harness names (a bound passed, a reply the protocol refuses):
+    recorded as the cell's ``agent_error`` with ``error_type`` and ``message``."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
 
 
 def session_prompt(toolbox: Toolbox, hold: int) -> str:
@@ -188,6 +148,7 @@ def run(
     key: SigningKey | None = None,
     limits: AgentLimits | None = None,
     require_network_namespace: bool = False,
+    bounds: RunBounds | None = None,
 ) -> RunResult:
     """Run every (arm, clock) cell of ``config`` with ``agent`` and write the trajectory and the signed receipt.
 
@@ -196,6 +157,9 @@ def run(
     ``key`` signs the receipt; by default the key in ``$EVALKIT_HOME``, created there on first use.
     The agent runs behind the wall with ``limits`` (:class:`AgentLimits`); with ``require_network_namespace``
     the run refuses to start (ConfigError) where the wall cannot give the agent a network namespace of its own.
+    ``bounds`` (:class:`RunBounds`) caps what the agent can make the run write or hold; recorded in the receipt.
+    Whatever the agent does, the run ends with its trajectory and receipt written: a failure the agent causes is
+    its cell's, recorded with the cause (docs/pit-harness.md, "Bounds").
     """
     from evalkit.pit._recipe import recipe_for
 
@@ -204,7 +168,7 @@ def run(
     jail = AgentJail(recipe, network_policy=config.network_policy, limits=limits)
     jail.start_background()  # overlaps the loading below
     try:
-        return _run(agent, config, bundle, prices, jail, progress, key, require_network_namespace)
+        return _run(agent, config, bundle, prices, jail, progress, key, require_network_namespace, bounds or RunBounds())
     finally:
         jail.close()
 
@@ -218,6 +182,7 @@ def _run(
     progress: Callable[[str, int, int], None] | None,
     key: SigningKey | None,
     require_network_namespace: bool,
+    bounds: RunBounds,
 ) -> RunResult:
     if bundle is not None:
         release = bundle
@@ -241,10 +206,10 @@ def _run(
     run_id = run_id_for(config_sha, release.content_digest)
     traj_path = Path(config.trajectory_path)
     receipt_path = Path(config.receipt_path)
-    state = _RunState(config, release, calendar, sessions, prices, agent)
+    state = _RunState(config, release, calendar, sessions, prices, agent, bounds)
     state.jail, state.require_netns = jail, require_network_namespace
     with atomic_open(traj_path) as fh:
-        traj = _Trajectory(fh, state.scorer)
+        traj = Trajectory(fh, state.scorer, bounds)
         state.traj = traj
         traj.emit(run_start_event(run_id, config, release, agent.name, start, end, len(sessions)))
         state.gateway.hold_keys()
@@ -256,7 +221,7 @@ def _run(
             state.end_process()
             state.gateway.stop()
         score = state.scorer.result()
-        traj.emit({"type": "run_end", "valid": score.valid, "invalidated_by": score.invalidated_by})
+        traj.emit_final({"type": "run_end", "valid": score.valid, "invalidated_by": score.invalidated_by})
         events = traj.events
     traj_sha = file_digest(traj_path)
     inputs = BodyInputs(
@@ -280,6 +245,7 @@ def _run(
             "limits": jail.limits.to_json(),
         },
         environment=environment(),
+        bounds=bounds.to_json(),
     )
     receipt = make_receipt(assemble_body(inputs, state.scorer.result()), key=signer)
     write_receipt(receipt_path, receipt)
@@ -322,15 +288,17 @@ class _RunState:
         sessions: Sequence[Any],
         prices: Prices | None,
         agent: Agent,
+        bounds: RunBounds,
     ) -> None:
         self.config = config
+        self.bounds = bounds
         self.release = release
         self.calendar = calendar
         self.sessions = sessions
         self.session_indices = [calendar.index_of(s.date) for s in sessions]
         self.prices = prices
         self.agent = agent
-        self.traj: _Trajectory
+        self.traj: Trajectory
         self.egress: list[dict[str, Any]] = []
         self.stopped = False
         self.served_shifted: dict[str, None] = {}
@@ -353,35 +321,8 @@ class _RunState:
     # -- models ----------------------------------------------------------------------------------------------
 
     def model_call(self, model_id: str, request: Request) -> Completion:
-        """Forward one model call through the gateway process and record it (no wall-clock, no call id)."""
-        from evalkit_core.models import completion_from_json, request_to_json
-
-        self.traj.emit({"type": "model_request", **self.where, "model_id": model_id, "request_sha256": digest(request_to_json(request))})
-        completion = completion_from_json(self.gateway.complete(model_id, request_to_json(request)))
-        usage = completion.usage
-        self.traj.emit(
-            {
-                "type": "model_call",
-                **self.where,
-                "model_id": completion.model_id,
-                "reported_model": completion.reported_model,
-                "simulated": completion.simulated,
-                "request_digest": completion.request_digest,
-                "response_digest": completion.response_digest,
-                "registry_digest": completion.registry_digest,
-                "usage": {
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "cache_read_tokens": usage.cache_read_tokens,
-                    "cache_write_tokens": usage.cache_write_tokens,
-                },
-                "cost_usd": str(completion.cost),
-                "attempts": completion.attempts,
-                "text": completion.text,
-                "tool_calls": [{"id": t.id, "name": t.name, "arguments": t.raw_arguments} for t in completion.tool_calls],
-            }
-        )
-        return completion
+        """Forward one model call through the gateway process and record it (:func:`record_model_call`)."""
+        return record_model_call(self.traj, self.where, self.gateway, model_id, request)
 
     # -- events ----------------------------------------------------------------------------------------------
 
@@ -392,13 +333,17 @@ class _RunState:
         self.traj.defer(event, self.toolbox.rows_json if self.toolbox is not None else None)
 
     def on_egress(self, attempt: EgressAttempt) -> None:
-        event = {"type": "egress_attempt", **attempt.to_json(), **self.where}
+        if len(self.egress) >= self.bounds.egress_events:
+            raise CellFailure("AgentLimit", f"more than {self.bounds.egress_events} network attempts in one run")
+        fields = {k: (safe_text(v, 1000) if v is not None else None) for k, v in attempt.to_json().items()}
+        event = {"type": "egress_attempt", **fields, **self.where}
         self.egress.append(event)
         self.traj.emit(event)
 
-    def _call_agent(self, prompt: str, toolbox: Toolbox) -> AgentReply | None:
+    def _call_agent(self, prompt: str, toolbox: Toolbox) -> AgentReply:
         """One session of the agent in its jailed process (a fresh one at the start of each cell and of the
-        probe); record errors and egress. Raise _Stop when the run must end."""
+        probe); record errors and egress. Raise _Stop when the run must end; CellFailure for a reply the run
+        refuses (its text past the bound, or not text)."""
         try:
             if self.proc is None:
                 self.proc = self._new_process()
@@ -409,14 +354,49 @@ class _RunState:
             self.stopped = True
             raise _Stop("network_egress_attempt") from None
         except AgentError as exc:
-            event = {"type": "agent_error", "error_type": exc.error_type, "message": exc.message[:2000], **self.where}
-            self.traj.emit(event)
-            self.stopped = True
+            self._record_failure(exc.error_type, exc.message)
             raise _Stop("agent_error") from None
         if self.egress and self.config.network_policy == "abort":
             self.stopped = True
             raise _Stop("network_egress_attempt")
+        text = reply.text
+        if text is not None:
+            if type(text) is not str:
+                raise CellFailure("AgentProtocolError", "the reply's text is not a string")
+            if len(text) > self.bounds.reply_chars:
+                raise CellFailure(
+                    "AgentLimit", f"the reply's text has {len(text)} characters; the bound is {self.bounds.reply_chars}"
+                )
+            if safe_text(text, len(text)) != text:
+                raise CellFailure("AgentProtocolError", "the reply's text holds a lone surrogate (it is not Unicode text)")
         return reply
+
+    def _record_failure(self, error_type: str, message: str) -> None:
+        """The current cell (or probe item) failed: one bounded ``agent_error`` event, written even past the
+        trajectory's bound; the run stops there and is invalid."""
+        self.stopped = True
+        event = {
+            "type": "agent_error",
+            "error_type": safe_text(error_type, 100) or "Error",
+            "message": safe_text(message, ERROR_CHARS),
+            **self.where,
+        }
+        self.traj.emit_final(event)
+
+    def contain(self, exc: Exception) -> None:
+        """The one place a failure the agent caused in the harness's own code becomes its cell's: a CellFailure
+        with its named cause, a trajectory past its bound, or any other exception, recorded with its type and a
+        bounded message (a harness bug is recorded, never swallowed). A failure that is the caller's (the agent
+        cannot be loaded, the wall never started, ``--netns`` cannot be had: all found before the agent first runs)
+        is raised as it was."""
+        if not self.loaded and isinstance(exc, ConfigError | AgentSpecError | AgentJailError):
+            raise exc
+        if isinstance(exc, CellFailure):
+            self._record_failure(exc.error_type, exc.message)
+        elif isinstance(exc, TrajectoryLimit):
+            self._record_failure("TrajectoryLimit", str(exc))
+        else:
+            self._record_failure("HarnessError", "the harness failed on this agent's input: " + harness_failure(exc))
 
     def _new_process(self) -> AgentProcess:
         """A fresh agent process. The first one of the run proves the agent loads: if it cannot, or the wall
@@ -453,6 +433,9 @@ class _RunState:
                 self._run_cell(view, progress, done, total)
             except _Stop:
                 return
+            except Exception as exc:  # contained: recorded as this cell's failure (or re-raised)
+                self.contain(exc)
+                return
             finally:
                 done += len(self.sessions)
                 self.end_process()
@@ -460,6 +443,7 @@ class _RunState:
     def _run_cell(self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int) -> None:
         arm, clock = view.arm, str(view.clock)
         # Facts about the cell taken before the agent holds the view: what it does to its tools changes nothing here.
+        self.traj.new_cell()
         self.traj.emit(cell_start_event(view))
         for n, (session, s_idx) in enumerate(zip(self.sessions, self.session_indices, strict=True)):
             shown_date = (self.release.shift.session_date(session.date) if arm == "shifted" else session.date).isoformat()
@@ -469,24 +453,10 @@ class _RunState:
             prompt = session_prompt(toolbox, self.config.hold_sessions)
             self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
             reply = self._call_agent(prompt, toolbox)
-            assert reply is not None
-            accepted: list[str] = []
-            refused: list[dict[str, str]] = []
-            seen: set[str] = set()
-            entries = self.entries(view.clock)
-            for key in reply.picks:
-                # The harness decides, from its own entry table (never from the toolbox the agent was handed):
-                # a row that does not exist or is not knowable at this bell is refused, counted and never traded.
-                entry = entries.get(key) if isinstance(key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
-                status = "unknown" if entry is None else ("ok" if entry <= s_idx else "not_yet_knowable")
-                if status == "ok" and key in seen:
-                    status = "duplicate"
-                if status == "ok":
-                    seen.add(key)
-                    accepted.append(key)
-                else:
-                    refused.append({"row_key": key if isinstance(key, str) else repr(key), "reason": status})  # pyright: ignore[reportUnnecessaryIsInstance]
-            self.traj.emit({"type": "decision", **self.where, "picks": accepted, "rejected": refused, "text": reply.text})
+            # The harness decides, from its own entry table (never from the toolbox the agent was handed): a row
+            # that does not exist or is not knowable at this bell is refused, counted and never traded.
+            decision = decide(reply.picks, self.entries(view.clock), s_idx, self.bounds)
+            self.traj.emit({"type": "decision", **self.where, **decision.to_json(), "text": reply.text})
             if progress is not None:
                 progress(f"{arm}/{clock}", done + n + 1, total)
 
@@ -503,7 +473,8 @@ class _RunState:
     # -- probe -----------------------------------------------------------------------------------------------
 
     def run_probe(self) -> None:
-        """Ask the probe's questions; the verdict and the item scores are the scorer's (from the events)."""
+        """Ask the probe's questions; the verdict and the item scores are the scorer's (from the events). A failure
+        the agent causes in an item is contained as a cell's is."""
         cfg = self.config
         if "shifted" not in cfg.arms or cfg.probe_items == 0:
             return
@@ -515,22 +486,27 @@ class _RunState:
             "shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar, self.release.shift
         )
         last = self.session_indices[-1]
+        self.traj.new_cell()
         for n, key in enumerate(items):
             row = view.render(view.position[key])
             self.where = {"arm": "shifted", "clock": str(clock), "session_date": self.release.shift.session_date(self.sessions[-1].date).isoformat(), "probe_item": n}
-
-            toolbox = self.toolbox = Toolbox(view, last, self.record, None, self.model_call)
-            prompt = probe_prompt(row)
-            self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
             try:
-                reply = self._call_agent(prompt, toolbox)
+                self._probe_item(view, last, n, key, row)
             except _Stop:
                 break
-            assert reply is not None
-            text = reply.text or ""
-            # The whole answer goes in the trajectory (the body repeats its first characters): what was scored
-            # is what a replay scores.
-            self.traj.emit({"type": "probe_item", "item": n, "row_key": key, "answer": text, **score_answer(text, self.answers[key])})
+            except Exception as exc:  # contained: recorded as the probe's failure (or re-raised)
+                self.contain(exc)
+                break
+
+    def _probe_item(self, view: CellView, last: int, n: int, key: str, row: Mapping[str, Any]) -> None:
+        toolbox = self.toolbox = Toolbox(view, last, self.record, None, self.model_call)
+        prompt = probe_prompt(dict(row))
+        self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
+        reply = self._call_agent(prompt, toolbox)
+        text = reply.text or ""
+        # The whole answer goes in the trajectory (the body repeats its first characters): what was scored is
+        # what a replay scores.
+        self.traj.emit({"type": "probe_item", "item": n, "row_key": key, "answer": text, **score_answer(text, self.answers[key])})
 
 
 def entry_table(release: Release, clock: Clock, calendar: Calendar) -> Mapping[str, int]:

@@ -208,6 +208,9 @@ class Scorer:
             for r in cast("list[Mapping[str, Any]]", event.get("rejected") or []):
                 reason = str(r.get("reason"))
                 cell.rejected[reason] = cell.rejected.get(reason, 0) + 1
+            # refusals past the decision's listed sample, counted by reason (docs/pit-harness.md, "Bounds")
+            for reason, n in cast("dict[str, int]", event.get("rejected_omitted") or {}).items():
+                cell.rejected[str(reason)] = cell.rejected.get(str(reason), 0) + int(n)
             if cell.decisions >= 0:
                 cell.decisions += 1
         elif kind == "tool_call":
@@ -402,6 +405,7 @@ class BodyInputs:
     harness: Mapping[str, Any]
     agent: Mapping[str, Any]
     environment: Mapping[str, Any]
+    bounds: Mapping[str, Any] | None = None  # RunBounds.to_json(); None for a receipt written before it existed
 
 
 _MASKS = {"mask_holds": "hold", "mask_leaks": "leak", "not_run": "unproven"}
@@ -450,7 +454,9 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
     manifest = inp.release.manifest
     prov: Mapping[str, Any] = manifest.get("provenance", {})
     price_statement = dict(inp.prices) if inp.prices is not None else None
+    bounds = {"bounds": dict(inp.bounds)} if inp.bounds is not None else {}
     return {
+        **bounds,
         "receipt_version": RECEIPT_VERSION,
         "kind": RECEIPT_KIND,
         "run_id": inp.run_id,

@@ -11,6 +11,10 @@ is moved onto the NYSE calendar ten years on (the release's shift map): sessions
 would contradict its entry session, where the shifted instant of its real ``known_at`` is shown instead. Reading a row that is not yet knowable returns ``not_yet_knowable`` and the key only,
 and so does reading a row that does not exist: the two answers are identical, so neither reveals that a future
 filing exists. The tools never decide what is traded: the runner accepts or refuses picks from its own table.
+
+Every call goes through :meth:`Toolbox.call`, which is total: its arguments are admitted to the form the trajectory
+records (:mod:`evalkit.pit._toolargs`), the answer is computed from that form only, and whatever goes wrong is the
+call's recorded ``error`` answer (docs/pit-harness.md, "Bounds").
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
+from evalkit.pit._bounds import harness_failure
 from evalkit.pit._tool_specs import MAX_LIMIT, TOOL_NAMES, tool_specs
+from evalkit.pit._toolargs import admit, int_arg
 from evalkit_core import Calendar, Clock, Release, ShiftMap, canonical_string, format_instant, with_entry
 from evalkit_core.models import Completion, Request
 
@@ -347,21 +353,6 @@ class CellView:
         return self._haystack
 
 
-class ToolArgumentError(ValueError):
-    pass
-
-
-def _int_arg(args: Mapping[str, Any], name: str, default: int, lo: int, hi: int | None) -> int:
-    v = args.get(name, default)
-    if v is None:
-        v = default
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ToolArgumentError(f"{name} must be an integer, got {v!r}")
-    if v < lo or (hi is not None and v > hi):
-        raise ToolArgumentError(f"{name} must be between {lo} and {hi if hi is not None else 'any'}, got {v}")
-    return v
-
-
 class Toolbox:
     """The tools bound to one session of one cell. Each call is recorded through ``record``.
 
@@ -419,12 +410,48 @@ class Toolbox:
     # -- tools -----------------------------------------------------------------------------------------------
 
     def pit_list(self, limit: int = 20, offset: int = 0, form: str | None = None) -> dict[str, Any]:
-        args: dict[str, Any] = {"limit": limit, "offset": offset, "form": form}
+        return self.call("pit_list", {"limit": limit, "offset": offset, "form": form})
+
+    def pit_search(self, query: str, limit: int = 20) -> dict[str, Any]:
+        return self.call("pit_search", {"query": query, "limit": limit})
+
+    def pit_read(self, row_key: str) -> dict[str, Any]:
+        return self.call("pit_read", {"row_key": row_key})
+
+    def pit_coverage(self) -> dict[str, Any]:
+        return self.call("pit_coverage", {})
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer one tool call by name (every tool method and every adapter comes here) and record it.
+
+        Total over its input: arguments are admitted first (:func:`evalkit.pit._toolargs.admit`: what is recorded,
+        and the error for a call the protocol refuses), the answer is computed from the recorded arguments only,
+        and an exception of the harness's own code on this input becomes this call's recorded error answer (its
+        type and a bounded message), never an exception out of the toolbox."""
         try:
-            lim = _int_arg(args, "limit", 20, 1, MAX_LIMIT)
-            off = _int_arg(args, "offset", 0, 0, None)
-        except ToolArgumentError as exc:
-            return self._error("pit_list", args, str(exc))
+            admitted = admit(name, arguments)
+        except Exception as exc:  # admit is total; a bug in it is still this call's answer
+            return self._error("<unadmitted>", {}, "the harness failed on this call: " + harness_failure(exc))
+        tool, args = admitted.tool, admitted.args
+        if admitted.error is not None:
+            return self._error(tool, args, admitted.error)
+        try:
+            result, keys, rows_json = self._answer(tool, args)
+        except Exception as exc:  # recorded with its type and message: a harness bug shows
+            return self._error(tool, args, "the harness failed on this call: " + harness_failure(exc))
+        return self._finish(tool, args, result, keys, rows_json)
+
+    def _answer(self, tool: str, args: Mapping[str, Any]) -> tuple[dict[str, Any], Sequence[str], str | None]:
+        """The answer to an admitted call, its served row keys and its rows' canonical JSON."""
+        if tool == "pit_list":
+            return self._list(int_arg(args, "limit", 20, 1, MAX_LIMIT), int_arg(args, "offset", 0, 0, None), args["form"])
+        if tool == "pit_search":
+            return self._search(cast("str", args["query"]), int_arg(args, "limit", 20, 1, MAX_LIMIT))
+        if tool == "pit_read":
+            return self._read(args["row_key"])
+        return self._coverage(), (), None
+
+    def _list(self, lim: int, off: int, form: object) -> tuple[dict[str, Any], list[str], str]:
         view = self._view
         if form is None:
             total = self._visible
@@ -436,69 +463,44 @@ class Toolbox:
         rows = [view.render(i) for i in positions]
         result = self._envelope(status="ok", total=total, offset=off, rows=rows)
         text = "[" + ",".join([view.render_json(i) for i in positions]) + "]"
-        return self._finish("pit_list", args, result, [r["row_key"] for r in rows], text)
+        return result, [r["row_key"] for r in rows], text
 
-    def pit_search(self, query: str, limit: int = 20) -> dict[str, Any]:
-        args: dict[str, Any] = {"query": query, "limit": limit}
-        try:
-            lim = _int_arg(args, "limit", 20, 1, MAX_LIMIT)
-        except ToolArgumentError as exc:
-            return self._error("pit_search", args, str(exc))
-        if not isinstance(query, str) or not query.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
-            return self._error("pit_search", args, "query must be a non-empty string")
+    def _search(self, query: str, lim: int) -> tuple[dict[str, Any], list[str], str]:
         hay = self._view.haystack().head(self._visible)
+        # a literal substring (never a regex), at most QUERY_CHARS long: polars escapes it, and what it compiles
+        # stays far below its size limit
         hits = hay.str.contains(query.strip().lower(), literal=True).arg_true().to_list()
         chosen: list[int] = hits[::-1][:lim]
         rows = [self._view.render(i) for i in chosen]
         result = self._envelope(status="ok", query=query, total=len(hits), rows=rows)
         text = "[" + ",".join([self._view.render_json(i) for i in chosen]) + "]"
-        return self._finish("pit_search", args, result, [r["row_key"] for r in rows], text)
+        return result, [r["row_key"] for r in rows], text
 
-    def pit_read(self, row_key: str) -> dict[str, Any]:
-        args: dict[str, Any] = {"row_key": row_key}
-        i = self._view.position.get(row_key) if isinstance(row_key, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
+    def _read(self, row_key: object) -> tuple[dict[str, Any], list[str], str | None]:
+        i = self._view.position.get(row_key) if isinstance(row_key, str) else None
         if i is None or self._view.entry_index[i] > self._index:
             # One answer for a row that does not exist and a row not yet knowable: telling them apart would
             # tell the agent that a future filing exists.
-            return self._finish("pit_read", args, self._envelope(status="not_yet_knowable", row_key=row_key))
+            return self._envelope(status="not_yet_knowable", row_key=row_key), [], None
         row = self._view.render(i)
-        return self._finish(
-            "pit_read", args, self._envelope(status="ok", row=row), [row_key], self._view.render_json(i)
-        )
+        return self._envelope(status="ok", row=row), [cast("str", row_key)], self._view.render_json(i)
 
-    def pit_coverage(self) -> dict[str, Any]:
+    def _coverage(self) -> dict[str, Any]:
         visible = self._view.frame.head(self._visible)
         by_form = {str(f): int(n) for f, n in visible.group_by("form").len().sort("form").iter_rows()}
         by_date_frame = visible.group_by("partition_date").len().sort("partition_date")
         by_date = {d.isoformat(): int(n) for d, n in by_date_frame.iter_rows()}
         with_acceptance = int(visible.get_column("acceptance_at").is_not_null().sum())
-        result = self._envelope(
+        return self._envelope(
             status="ok",
             rows=self._visible,
             by_form=by_form,
             by_date=by_date,
             acceptance_coverage={"with_acceptance_at": with_acceptance, "without": self._visible - with_acceptance},
         )
-        return self._finish("pit_coverage", {}, result)
 
     def complete(self, model_id: str, request: Request) -> Completion:
         """Call a model through the harness's gateway (the only way out of a guarded run); recorded as an event."""
         if self._models is None:
             raise RuntimeError("no model gateway is attached to this toolbox")
         return self._models(model_id, request)
-
-    def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Dispatch a tool call by name (what tool-calling adapters use)."""
-        args = dict(arguments)
-        try:
-            if name == "pit_list":
-                return self.pit_list(args.get("limit", 20), args.get("offset", 0), args.get("form"))
-            if name == "pit_search":
-                return self.pit_search(args.get("query", ""), args.get("limit", 20))
-            if name == "pit_read":
-                return self.pit_read(args.get("row_key", ""))
-            if name == "pit_coverage":
-                return self.pit_coverage()
-        except TypeError as exc:
-            return self._error(name, args, f"bad arguments: {exc}")
-        return self._error(name, args, f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}")

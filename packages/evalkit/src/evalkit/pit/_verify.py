@@ -461,6 +461,7 @@ def replay_body(
         harness=cast("dict[str, Any]", body.get("harness") or {"source_sha256": None}),
         agent=agent,
         environment=cast("dict[str, Any]", body.get("environment") or {}),
+        bounds=cast("dict[str, Any]", body["bounds"]) if isinstance(body.get("bounds"), dict) else None,
     )
     replayed = assemble_body(inputs, score)
     return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None)
