@@ -226,8 +226,10 @@ def write_synth_release(
     seed: int,
     name: str | None = None,
     overwrite: bool = False,
+    key_seed: str = "",
 ) -> Path:
-    """Generate and write a synthetic release."""
+    """Generate and write a synthetic release. Same arguments, same bytes: the row-key key and the mask secret
+    follow from the filings (so from ``seed``) and ``key_seed``."""
     filings = synth_filings(rows, start, end, seed)
     provenance = {
         "kind": "synthetic",
@@ -245,6 +247,7 @@ def write_synth_release(
         filings=filings,
         provenance=provenance,
         overwrite=overwrite,
+        key_seed=key_seed,
     )
 
 
