@@ -177,6 +177,7 @@ def test_the_decoders_on_the_demo_and_on_the_old_demo(demo: Release, old_demo: R
     fn, fo = _figures(new, "shifted"), _figures(old, "shifted")
     assert fn["calendar_inversion"]["dates_recovered"] < THRESHOLD
     assert fn["public_rule_search"]["dates_recovered"] < THRESHOLD
+    assert fn["sec_calendar_fingerprint"]["dates_recovered"] < THRESHOLD
     assert new["holds_against_public_knowledge"] is True
     assert new["mask_secret_sha256"] == demo.masks.secret_sha256 is not None
     assert fo["calendar_inversion"]["dates_recovered"] > 0.99
@@ -205,6 +206,23 @@ def test_the_count_decoder_is_fooled_by_a_record_that_is_not_the_window(demo: Re
     assert f["count_alignment"]["dates_recovered"] < 0.01
 
 
+def test_sec_calendar_fingerprint_places_a_long_window_and_not_a_short_one(tmp_path: Path):
+    """Where EDGAR's calendar and the exchange's differ (Good Friday filings fall between two sessions; Columbus
+    and Veterans Day are sessions with no filing), the shown stretch carries marks that public calendars place:
+    over two years the placement is unique and every date comes back, whatever the secret. Over the demo's
+    quarter (no such day) nothing does. The decoder says so; this test pins both sides."""
+    long = Release.load(
+        write_synth_release(tmp_path / "long", rows=3000, start=D(2021, 1, 4), end=D(2022, 12, 30), seed=7)
+    )
+    f = _figures(run_decoders(long, ["shifted"]), "shifted")["sec_calendar_fingerprint"]
+    assert f["knowledge"] == "public"
+    assert f["dates_recovered"] > 0.9
+    assert f["breaks"] is True
+    short = long.select(start=D(2022, 2, 1), end=D(2022, 3, 31))
+    f = _figures(run_decoders(short, ["shifted"]), "shifted")["sec_calendar_fingerprint"]
+    assert f["dates_recovered"] < 0.01
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
     """One small run per release format, a blind agent (reads nothing: the probe does not run)."""
@@ -212,7 +230,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]
     for label, fmt in (("new", None), ("old", OLD)):
         base = tmp_path_factory.mktemp(f"run-{label}")
         release = write_synth_release(
-            base / "release", rows=300, start=D(2023, 2, 1), end=D(2023, 3, 31), seed=5, release_format=fmt
+            base / "release", rows=1500, start=D(2023, 2, 1), end=D(2023, 3, 31), seed=5, release_format=fmt
         )
         cfg = RunConfig(bundle_path=str(release), forms=("8-K",), start="2023-03-01", end="2023-03-10",
                         trajectory_path=str(base / "t.jsonl"), receipt_path=str(base / "r.json"))

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
-from evalkit_core import Calendar, Release, nyse
+from evalkit_core import Calendar, Release, is_sec_business_day, nyse
 from evalkit_core._shift import public_offsets
 
 __all__ = ["DECODER_RULE", "THRESHOLD", "run_decoders", "summary"]
@@ -45,17 +46,24 @@ DECODER_RULE = (
     "threshold of the arm's rows; masks hold only if the probe holds and no decoder breaks them"
 )
 _NY = "America/New_York"
+_MIX_FORMS = 8  # the form mix the count decoder compares: this many most frequent forms, the rest as one
 _Guess = Callable[[dt.date], dt.date | None]
 
 
-def run_decoders(release: Release, arms: Sequence[str], calendar: Calendar | None = None) -> dict[str, Any]:
-    """Every decoder against every masked arm of ``arms`` in ``release``; the receipt's ``decoders`` block."""
+def run_decoders(
+    release: Release,
+    arms: Sequence[str],
+    window: tuple[dt.date, dt.date] | None = None,
+    calendar: Calendar | None = None,
+) -> dict[str, Any]:
+    """Every decoder against every masked arm of ``arms`` in ``release`` (narrowed to the run), whose real
+    window is ``window`` (default: the release's); the receipt's ``decoders`` block."""
     cal = calendar or nyse()
     truth = release.answer_key.select("row_key", "partition_date", "issuer")
     main = release.arm("main")
     out: dict[str, Any] = {}
     if "shifted" in arms:
-        out["shifted"] = _shifted(release.arm("shifted"), main, truth, release.window, cal)
+        out["shifted"] = _shifted(release.arm("shifted"), main, truth, window or release.window, cal)
     if "redacted" in arms:
         out["redacted"] = _redacted(release.arm("redacted"), main, truth)
     broken = [f"{arm}/{d['name']}" for arm, block in out.items() for d in block["decoders"] if d["breaks"]]
@@ -180,6 +188,10 @@ def _shifted(
             if hit > best_hit:
                 best_hit, best_g = hit, g
         decoders.append(_figure("public_rule_search", "public", rows.n, best_hit, issuers_for(best_g)))
+        # (c) where the SEC's calendar and the exchange's differ (filings between two sessions: Good Friday and
+        # other exchange closures on federal business days; sessions without filings: Columbus and Veterans
+        # Day), placed against every stretch of the real calendar.
+        decoders.append(_sec_calendar_fingerprint(rows, cal))
         # (c) the run's window known: the first shown session is the first real session of the window.
         r0 = bisect.bisect_left(dates, window[0])
         g = by_offset(r0 - bisect.bisect_left(dates, first))
@@ -192,6 +204,90 @@ def _shifted(
     return {"rows": rows.n, "decoders": decoders}
 
 
+@functools.cache
+def _sec_markers(cal: Calendar) -> tuple[frozenset[int], frozenset[int]]:
+    """Over the whole calendar: the session indices ``i`` with an SEC business day strictly between session ``i``
+    and ``i + 1``, and those whose session is not an SEC business day."""
+    dates = [s.date for s in cal.all]
+    between: set[int] = set()
+    quiet: set[int] = set()
+    for i, d in enumerate(dates):
+        if not is_sec_business_day(d):
+            quiet.add(i)
+        if i + 1 < len(dates):
+            day = d + dt.timedelta(days=1)
+            while day < dates[i + 1]:
+                if is_sec_business_day(day):
+                    between.add(i)
+                    break
+                day += dt.timedelta(days=1)
+    return frozenset(between), frozenset(quiet)
+
+
+def _sec_calendar_fingerprint(rows: _Rows, cal: Calendar) -> dict[str, Any]:
+    """Place the shown stretch's markers (a filing date between two shown sessions; a shown session with no
+    filing) at every position of the real calendar; the positions with the fewest disagreements are the guess,
+    scored as the expected recovery of a uniform pick among them."""
+    dates = [s.date for s in cal.all]
+    shown_days = sorted(rows.by_shown)
+    s0 = max(0, bisect.bisect_right(dates, shown_days[0]) - 1)
+    s1 = min(len(dates) - 1, bisect.bisect_left(dates, shown_days[-1]))
+    n = s1 - s0 + 1
+    filed = set(shown_days)
+    obs_between = frozenset(bisect.bisect_right(dates, d) - 1 - s0 for d in shown_days if cal.session_on(d) is None)
+    obs_quiet = frozenset(k for k in range(n) if dates[s0 + k] not in filed)
+    between, quiet = _sec_markers(cal)
+    b_prefix, q_prefix = _prefix(between, len(dates)), _prefix(quiet, len(dates))
+    agreements: Counter[int] = Counter()  # placement -> marks it explains (a cross-correlation, mark by mark)
+    for observed, marks in ((obs_between, between), (obs_quiet, quiet)):
+        for m in marks:
+            for k in observed:
+                agreements[m - k] += 1
+    best: tuple[int, list[int]] | None = None
+    for c in range(len(dates) - n + 1):
+        agree = agreements[c]
+        pred = (b_prefix[c + n] - b_prefix[c]) + (q_prefix[c + n] - q_prefix[c])
+        misses = len(obs_between) + len(obs_quiet) + pred - 2 * agree
+        if best is None or misses < best[0]:
+            best = (misses, [c])
+        elif misses == best[0]:
+            best[1].append(c)
+    ties = best[1] if best is not None else []
+    truth = _true_start(rows, dates, s0)
+    hit = issuers = 0
+    if truth is not None and truth in ties:
+        share = 1 / len(ties)  # the expected share of a uniform pick among the tied placements
+        g = _guess_by_start(dates, s0, truth)
+        hit = round(rows.dates_hit(g) * share)
+        issuers = 0  # a calendar placement names no filing
+    return _figure("sec_calendar_fingerprint", "public", rows.n, hit, issuers)
+
+
+def _prefix(marks: frozenset[int], n: int) -> list[int]:
+    out = [0] * (n + 1)
+    for i in range(n):
+        out[i + 1] = out[i] + (i in marks)
+    return out
+
+
+def _guess_by_start(dates: Sequence[dt.date], s0: int, start: int) -> _Guess:
+    def guess(shown: dt.date) -> dt.date | None:
+        i = bisect.bisect_right(dates, shown) - 1
+        j = start + (i - s0)
+        return dates[j] + (shown - dates[i]) if i >= 0 and 0 <= j < len(dates) else None
+
+    return guess
+
+
+def _true_start(rows: _Rows, dates: Sequence[dt.date], s0: int) -> int | None:
+    """The placement that is right (the one the answer key implies), to score a tie without enumerating it."""
+    for shown, real in zip(rows.shown, rows.real, strict=True):
+        i, j = bisect.bisect_left(dates, shown), bisect.bisect_left(dates, real)
+        if i < len(dates) and dates[i] == shown and j < len(dates) and dates[j] == real:
+            return j - (i - s0)
+    return None
+
+
 def _per_day(days: Sequence[dt.date], forms: Sequence[str], kinds: Sequence[str]) -> tuple[list[dt.date], list[list[int]]]:
     index = {f: i for i, f in enumerate(kinds)}
     table: dict[dt.date, list[int]] = {}
@@ -202,33 +298,46 @@ def _per_day(days: Sequence[dt.date], forms: Sequence[str], kinds: Sequence[str]
 
 
 def _count_alignment(rows: _Rows, ref: _Reference) -> _Guess:
-    """Slide the shown days' count vectors (one count per form) along the record's days, in order; take the lag
-    with the least mean absolute difference over an overlap of at least half the shorter run; map day to day."""
+    """Slide the shown days' row counts along the record's days, in order: the lags with the least mean absolute
+    difference over an overlap of at least half the shorter run win, ties broken by the form mix (the counts of
+    the most frequent forms, the rest as one); then map day to day."""
     main_days: list[dt.date] = ref.main.get_column("partition_date").to_list()
-    main_forms: list[str] = ref.main.get_column("form").to_list()
-    kinds = sorted(set(main_forms) | set(rows.forms))
-    a_days, a = _per_day(rows.shown, rows.forms, kinds)
-    b_days, b = _per_day(main_days, main_forms, kinds)
+    top = [f for f, _ in Counter(rows.forms).most_common(_MIX_FORMS)]
+    kinds = [*sorted(top), ""]  # the most frequent forms, and every other form as one
+    a_days, a = _per_day(rows.shown, [f if f in top else "" for f in rows.forms], kinds)
+    b_days, b = _per_day(main_days, [f if f in top else "" for f in ref.main.get_column("form").to_list()], kinds)
+    ta, tb = [sum(v) for v in a], [sum(v) for v in b]
     n, m = len(a), len(b)
     need = max(1, min(n, m) // 2)
-    best: tuple[float, int] | None = None
-    for lag in range(-(n - 1), m):
+    mid = (m - n) // 2
+    best: float | None = None
+    tied: list[int] = []
+    # Lags nearest the middle first: a good score found early cuts every later lag short.
+    for lag in sorted(range(-(n - 1), m), key=lambda x: (abs(x - mid), x)):
         lo, hi = max(0, -lag), min(n, m - lag)
         if hi - lo < need:
             continue
-        limit = best[0] * (hi - lo) if best is not None else float("inf")
+        limit = best * (hi - lo) if best is not None else float("inf")
         total = 0
         for i in range(lo, hi):
-            total += sum(abs(x - y) for x, y in zip(a[i], b[i + lag], strict=True))
+            total += abs(ta[i] - tb[i + lag])
             if total > limit:
                 break
         else:
             score = total / (hi - lo)
-            if best is None or score < best[0]:
-                best = (score, lag)
+            if best is None or score < best:
+                best, tied = score, [lag]
+            elif score == best:
+                tied.append(lag)
+
+    def mix(lag: int) -> tuple[float, int, int]:
+        lo, hi = max(0, -lag), min(n, m - lag)
+        diff = sum(abs(x - y) for i in range(lo, hi) for x, y in zip(a[i], b[i + lag], strict=True))
+        return (diff / (hi - lo), abs(lag - mid), lag)
+
     mapping: dict[dt.date, dt.date] = {}
-    if best is not None:
-        lag = best[1]
+    if tied:
+        lag = min(tied, key=mix)
         mapping = {a_days[i]: b_days[i + lag] for i in range(n) if 0 <= i + lag < m}
     return mapping.get
 

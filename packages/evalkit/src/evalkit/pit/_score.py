@@ -433,7 +433,7 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
             "main_minus_redacted": _delta(main, _total(cells, "redacted", clock)),
         }
     first, window_end = inp.sessions[0].date, inp.sessions[-1].date
-    decoders = run_decoders(inp.release, [a for a in cfg.arms if a != "main"])
+    decoders = run_decoders(inp.release, [a for a in cfg.arms if a != "main"], (first, window_end))
     # A mask a decoder breaks does not hold, whatever the agent answered; otherwise the probe decides.
     masks = "leak" if decoders["broken_by"] else _MASKS[score.probe["verdict"]]
     cutoff = dt.date.fromisoformat(cfg.training_cutoff) if cfg.training_cutoff else None
