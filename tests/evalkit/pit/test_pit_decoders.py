@@ -157,6 +157,7 @@ def test_secret_offsets_spread_over_the_calendar_and_miss_every_public_rule():
         m = ShiftMap.draw(D(2023, 1, 1), D(2023, 6, 30), D(2023, 1, 3), bytes([n]) * 32)
         assert all(cal.session_on(s) is not None for _, s in m.pairs)
         offsets.add(m.session_offset)
+        assert {s.year for _, s in m.pairs}.isdisjoint({r.year for r, _ in m.pairs})  # no real year is shown
         assert min(abs(m.session_offset - c) for c in public_offsets(m.anchor[0], cal)) > PUBLIC_MARGIN
     assert len(offsets) == 40
     assert min(offsets) < 0 < max(offsets)  # into the past and the future: the direction is secret too

@@ -8,7 +8,8 @@ Two schemes, one table format (``answer_key.masks.json``, field ``shift``):
 - ``secret-offset`` (format 3, masks format 2): every session maps to the session ``session_offset`` places on,
   where the offset is drawn from the release's mask secret (:meth:`ShiftMap.draw`) among every offset that keeps
   the shifted table inside the calendar span, lies at least the table's length plus a year (252 sessions) away
-  from the real sessions, and lies more than :data:`PUBLIC_MARGIN` sessions away from every offset a public rule
+  from the real sessions, shares no calendar year with them, and lies more than :data:`PUBLIC_MARGIN` sessions
+  away from every offset a public rule
   gives (k-th session of the year, the same calendar date, whole 52-week spans, each for every year offset the
   span allows). The offset, and with it the year offset, is known only to who holds the secret.
 
@@ -84,13 +85,20 @@ def _bisect_date(sessions: Sequence[Session], day: dt.date) -> int:
 
 def admissible_offsets(lo: int, hi: int, real0: dt.date, calendar: Calendar | None = None) -> list[int]:
     """The offsets a secret shift of the session table ``lo..hi`` (calendar indices) may take, in increasing
-    order: inside the calendar, at least the table's length plus a year away from the real sessions, and more
-    than :data:`PUBLIC_MARGIN` sessions from every offset in :func:`public_offsets` of ``real0``."""
+    order: inside the calendar, at least the table's length plus a year away from the real sessions, in no year
+    the real sessions are in, and more than :data:`PUBLIC_MARGIN` sessions from every offset in
+    :func:`public_offsets` of ``real0``."""
     cal = calendar or nyse()
-    n = len(cal.all)
+    sessions = cal.all
+    n = len(sessions)
     blocked = {p + d for p in public_offsets(real0, cal) for d in range(-PUBLIC_MARGIN, PUBLIC_MARGIN + 1)}
     margin = (hi - lo + 1) + _YEAR_SESSIONS
-    return [c for c in range(-lo, n - hi) if abs(c) >= margin and c not in blocked]
+    first_year, last_year = sessions[lo].date.year, sessions[hi].date.year
+
+    def apart(c: int) -> bool:  # no shifted date falls in a year any real date of the table falls in
+        return sessions[lo + c].date.year > last_year or sessions[hi + c].date.year < first_year
+
+    return [c for c in range(-lo, n - hi) if abs(c) >= margin and c not in blocked and apart(c)]
 
 
 def public_offsets(real0: dt.date, calendar: Calendar | None = None) -> list[int]:
