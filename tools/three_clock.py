@@ -150,6 +150,7 @@ def three_clock(data: Path, work: Path) -> dict[str, Any]:
         end=END,
         name="edgar-sample-8k-2022-11-2023-03",
         overwrite=True,
+        key_seed="",  # a published experiment: readers rebuild the same bytes (its masked arms are not used)
     )
     release = Release.load(release_dir, forms=list(FORMS))
     prices = load_prices(found["prices"], source=PRICE_SOURCE, pulled_at=PRICES_PULLED_AT)

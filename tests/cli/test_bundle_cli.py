@@ -123,3 +123,36 @@ def test_synth_refuses_a_non_empty_out_dir(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "not empty" in proc.stderr
     assert (tmp_path / "keep.txt").read_text() == "precious"
+
+
+def test_info_and_check_say_the_format_and_bind_the_secret_by_digest_only(demo: Path, tmp_path: Path) -> None:
+    info = json.loads(evalkit("bundle", "info", str(demo), "--json").stdout)
+    masks = json.loads((demo / "answer_key.masks.json").read_text())
+    assert info["format"] == "evalkit-release/3"
+    assert info["masks"]["shift_scheme"] == "secret-offset"
+    assert info["masks"]["mask_secret_sha256"].startswith("sha256:")
+    text = evalkit("bundle", "info", str(demo)).stdout
+    assert masks["shift"]["secret"] not in text
+    assert "mask secret sha256:" in text
+    check = evalkit("bundle", "check", str(demo), "--json")
+    assert check.returncode == 0
+    assert json.loads(check.stdout)["format"] == "evalkit-release/3"
+    # The same demo in the old format: it loads and checks, and both commands say its shift is the public map.
+    from evalkit_core._synth import write_demo_release
+
+    old = write_demo_release(tmp_path / "old", release_format="evalkit-release/2")
+    proc = evalkit("bundle", "check", str(old))
+    assert proc.returncode == 0, proc.stderr
+    assert "the shifted arm is the public ten-year map" in proc.stdout
+    assert "public ten-year map" in evalkit("bundle", "info", str(old)).stdout
+    assert json.loads(evalkit("bundle", "info", str(old), "--json").stdout)["masks"]["mask_secret_sha256"] is None
+
+
+def test_synth_key_seed_changes_the_secret_and_not_the_filings(tmp_path: Path) -> None:
+    base = ["bundle", "synth", "--rows", "50", "--start", "2023-01-03", "--end", "2023-01-31", "--seed", "4", "--json"]
+    a = json.loads(evalkit(*base, "--out", str(tmp_path / "a")).stdout)
+    b = json.loads(evalkit(*base, "--out", str(tmp_path / "b")).stdout)
+    c = json.loads(evalkit(*base, "--key-seed", "private", "--out", str(tmp_path / "c")).stdout)
+    assert a["mask_secret_sha256"] == b["mask_secret_sha256"] != c["mask_secret_sha256"]
+    assert a["content_digest"] == b["content_digest"] != c["content_digest"]
+    assert a["rows"] == c["rows"] == 50

@@ -236,7 +236,7 @@ def test_row_counts_equal_and_keys_reveal_nothing(tmp_path: Path, inputs: dict[s
 
 
 def test_same_inputs_give_byte_identical_release(tmp_path: Path, inputs: dict[str, Path]):
-    a = build(tmp_path / "a", inputs)
+    a = build(tmp_path / "a", inputs, key_seed="a given seed")
     # Copy the inputs elsewhere: names in provenance are relative, so the bytes must not change.
     moved: dict[str, Path] = {}
     for k, p in inputs.items():
@@ -249,7 +249,7 @@ def test_same_inputs_give_byte_identical_release(tmp_path: Path, inputs: dict[st
         else:
             dst.write_bytes(p.read_bytes())
         moved[k] = dst
-    b = build(tmp_path / "b", moved)
+    b = build(tmp_path / "b", moved, key_seed="a given seed")
     assert a.content_digest == b.content_digest
     for rel in (
         "release.json",
@@ -267,6 +267,19 @@ def test_same_inputs_give_byte_identical_release(tmp_path: Path, inputs: dict[st
         ("submissions", "CIK0000320193.json"),
         ("tickers", "company_tickers.json"),
     ]
+
+
+def test_without_a_seed_the_mask_secret_is_drawn_afresh(tmp_path: Path, inputs: dict[str, Path]):
+    """No seed: os.urandom gives one, so nobody holding the public inputs rebuilds the masks (and two builds
+    differ in their masks, row keys and secret digests, not in what the main arm says)."""
+    a, b = build(tmp_path / "a", inputs), build(tmp_path / "b", inputs)
+    ra, rb = Release.load(a.path), Release.load(b.path)
+    assert ra.masks.secret_sha256 != rb.masks.secret_sha256
+    assert ra.masks.secret != rb.masks.secret
+    assert ra.arm("main").drop("row_key").sort("accession").equals(rb.arm("main").drop("row_key").sort("accession"))
+    assert (a.path / "answer_key.masks.json").read_bytes() != (b.path / "answer_key.masks.json").read_bytes()
+    seeded = build(tmp_path / "c", inputs, key_seed="a given seed")
+    assert Release.load(seeded.path).masks.secret_sha256 not in {ra.masks.secret_sha256, rb.masks.secret_sha256}
 
 
 def test_forms_filter(tmp_path: Path, inputs: dict[str, Path]):

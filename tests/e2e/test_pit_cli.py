@@ -85,7 +85,7 @@ def test_run_with_no_arguments_then_verify(prog, cache, tmp_path):
     # nothing is left "not checked".
     assert [ln.split()[:2] for ln in lines[:-1]] == [
         ["ok", name]
-        for name in ("signature", "schema", "body_sha256", "trajectory_sha256", "bundle_content_digest", "config_sha256",
+        for name in ("signature", "schema", "body_sha256", "trajectory_sha256", "bundle_content_digest", "mask_secret_sha256", "config_sha256",
                      "prices_sha256", "calendar_sha256", "harness_source_sha256", "replay")
     ], ver.stdout
     assert "the local key" in lines[0]
@@ -270,7 +270,7 @@ def test_agent_flag_and_prices_flags_override_the_config(small, cache, tmp_path)
                    small["prices"], cwd=tmp_path, env=env)
     assert ver.returncode == 0, ver.stdout
     assert [ln.split()[1] for ln in ver.stdout.splitlines() if ln.startswith("ok ")] == [
-        "signature", "schema", "body_sha256", "trajectory_sha256", "bundle_content_digest", "config_sha256",
+        "signature", "schema", "body_sha256", "trajectory_sha256", "bundle_content_digest", "mask_secret_sha256", "config_sha256",
         "prices_sha256", "calendar_sha256", "harness_source_sha256", "replay",
     ], ver.stdout
     assert "MISMATCH" not in ver.stdout
@@ -286,4 +286,9 @@ def test_export_writes_a_file_datasets_style_readers_take(small, cache, tmp_path
     frame = pl.read_ndjson(out)
     assert frame.columns == ["id", "prompt", "metadata"] or set(frame.columns) == {"id", "prompt", "metadata"}
     assert frame.height == len(out.read_text().splitlines()) > 0
-    assert all(d.startswith("2033-03-") for d in frame["metadata"].struct.field("session_date").to_list())
+    from evalkit_core import Release
+
+    shift = Release.load(small["release"]).shift  # the harness's own map (the agent never holds it)
+    shown = frame["metadata"].struct.field("session_date").to_list()
+    assert set(shown) <= {s.isoformat() for _, s in shift.pairs}
+    assert all(abs((dt.date.fromisoformat(d) - dt.date(2023, 3, 1)).days) > 365 for d in shown)

@@ -85,7 +85,16 @@ def test_demo_run_says_whether_the_masks_were_tested(demo, tmp_path):
     done = _evalkit("run", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
-    assert first.endswith("valid=True  masks=hold")
+    # The stub tells the probe nothing, but the harness's decoders break the masks with knowledge an agent may
+    # hold (the demo's window is public; its per-day record is the public generator's): they do not hold.
+    assert first.endswith("valid=True  masks=leak")
     body = json.loads((tmp_path / "out" / "pit" / "receipt.json").read_text())["body"]
-    assert body["masks"] == "hold"
+    assert body["masks"] == "leak"
     assert body["probe"]["verdict"] == "mask_holds"
+    decoders = body["decoders"]
+    assert decoders["holds_against_public_knowledge"] is True  # calendar inversion and public rules: nothing
+    shifted = {d["name"]: d for d in decoders["arms"]["shifted"]["decoders"]}
+    assert shifted["calendar_inversion"]["dates_recovered"] == 0
+    assert shifted["count_alignment"]["dates_recovered"] > 0.99
+    assert "shifted/count_alignment" in decoders["broken_by"]
+    assert any(line.startswith("decoders    broken by") for line in done.stdout.splitlines())

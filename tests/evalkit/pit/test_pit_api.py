@@ -71,7 +71,7 @@ def test_without_prices_every_cell_runs_and_total_return_is_none(synth_release_d
     assert body["protocol_complete"] is False
     assert body["window_ends_before_cutoff"] is None
     # the published shape: an integer version, the harness's public name, the design's policy vocabulary
-    assert body["receipt_version"] == 1
+    assert body["receipt_version"] == 2
     assert isinstance(body["receipt_version"], int)
     assert body["harness"]["name"] == "pit-harness"
     assert body["network"]["policy"] == "fail_closed"
@@ -83,7 +83,7 @@ def test_without_prices_every_cell_runs_and_total_return_is_none(synth_release_d
 
     validator = jsonschema.Draft202012Validator(receipt_schema())
     assert not list(validator.iter_errors(body))
-    for path, value in ((("receipt_version",), "1"), (("receipt_version",), True), (("receipt_version",), 2),
+    for path, value in ((("receipt_version",), "2"), (("receipt_version",), True), (("receipt_version",), 1),
                         (("receipt_version",), "evalkit-pit-receipt/3"), (("harness", "name"), "evalkit-pit"),
                         (("network", "policy"), "abort")):
         changed = json.loads(json.dumps(body))

@@ -9,9 +9,11 @@ import datetime as dt
 import hashlib
 import hmac
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from evalkit.pit import RunConfig, from_callable, run, score_answer
@@ -155,7 +157,9 @@ def test_every_shifted_date_an_agent_sees_is_a_real_session(
     for d in sorted(session_dates):
         day = dt.date.fromisoformat(d)
         assert cal.session_on(day) is not None, d  # a real NYSE session: no weekend, no exchange holiday
-        assert day.year == 2033
+        assert abs((day - dt.date(2023, 3, 1)).days) > 365, d  # a secret offset: at least a year away
+    shown = sorted(cal.index_of(dt.date.fromisoformat(d)) for d in session_dates)
+    assert shown == list(range(shown[0], shown[0] + len(shown)))  # order and spacing kept: consecutive sessions
     # Filing dates are SEC business days; in this window every one is an NYSE session, and so is its image.
     assert all(cal.session_on(dt.date.fromisoformat(d)) is not None for d in row_dates)
     weekday_of_image = {dt.date.fromisoformat(d).weekday() for d in row_dates}
@@ -165,15 +169,19 @@ def test_every_shifted_date_an_agent_sees_is_a_real_session(
     assert any(d.replace(year=d.year + 10).weekday() >= 5 for d in real_dates)
 
 
-def test_the_kth_session_of_the_year_maps_to_the_kth_session_ten_years_on(synth_release: Release):
+def test_the_shift_is_a_secret_offset_away_from_every_public_rule(synth_release: Release):
+    from evalkit_core._shift import PUBLIC_MARGIN, public_offsets
+
     cal = nyse()
-    table = synth_release.shift.pairs
-    in_2023 = [(r, s) for r, s in table if r.year == 2023]
-    assert len(in_2023) > 40
-    for real, shifted in in_2023:
-        k_real = len(cal.between(dt.date(2023, 1, 1), real))
-        k_shift = len(cal.between(dt.date(2033, 1, 1), shifted))
-        assert k_real == k_shift, (real, shifted)
+    shift = synth_release.shift
+    table = shift.pairs
+    assert shift.scheme == "secret-offset"
+    assert synth_release.masks.shift_secret is not None
+    assert all(cal.index_of(s) - cal.index_of(r) == shift.session_offset for r, s in table)
+    # No public rule (k-th session of the year, the same date, 52-week spans, any year offset) comes within
+    # PUBLIC_MARGIN sessions of the drawn offset.
+    nearest = min(abs(shift.session_offset - c) for c in public_offsets(shift.anchor[0], cal))
+    assert nearest > PUBLIC_MARGIN
     # The table the harness uses is the one recorded with the answer key.
     recorded = json.loads((synth_release.root / MASKS_FILE).read_text())["shift"]["sessions"]
     assert [(dt.date.fromisoformat(r), dt.date.fromisoformat(s)) for r, s in recorded] == list(table)
@@ -286,21 +294,33 @@ def test_an_agent_that_reads_nothing_through_the_tools_leaves_the_masks_unproven
     body = run(from_callable(blind), cfg).body
     assert body["valid"] is True
     assert body["probe"]["verdict"] == "not_run"
+    # The harness's decoders still run: the record-holding and window-knowing ones break both masks, so the
+    # masks leak whatever the agent answered (or did not answer).
+    assert body["masks"] == "leak"
+    assert "shifted/count_alignment" in body["decoders"]["broken_by"]
+    assert body["decoders"]["holds_against_public_knowledge"] is True
+    # Without a masked arm no decoder runs and the probe has nothing to ask: unproven.
+    main_only = attrs.evolve(cfg, arms=("main",), trajectory_path=str(tmp_path / "t2.jsonl"), receipt_path=str(tmp_path / "r2.json"))
+    body = run(from_callable(blind), main_only).body
     assert body["masks"] == "unproven"
+    assert body["decoders"]["arms"] == {}
     # The same from the command line: the table says so on its first line and on the probe line.
     (tmp_path / "blind_agent_for_masks_test.py").write_text("def agent(prompt, tools):\n    return []\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    cfg.dump(tmp_path / "run.json")
+    main_only.dump(tmp_path / "run.json")
     code, out, _ = cli(
         "run", "--config", tmp_path / "run.json", "--agent", "blind_agent_for_masks_test:agent"
     )
     assert code == 0
     assert "valid=True  masks=unproven" in out
     assert "the masks are unproven" in out
-    # The stub reads through the tools: its probe runs and the masks hold.
-    code, out, _ = cli("run", "--config", tmp_path / "run.json")
+    # The stub reads through the tools with every arm: its probe holds, the decoders do not.
+    cfg.dump(tmp_path / "run3.json")
+    code, out, _ = cli("run", "--config", tmp_path / "run3.json")
     assert code == 0
-    assert "masks=hold" in out
+    assert "masks=leak" in out
+    assert re.search(r"^probe\s+mask_holds", out, re.MULTILINE)
+    assert re.search(r"^decoders\s+broken by .*shifted/count_alignment", out, re.MULTILINE)
 
 
 @pytest.mark.parametrize(

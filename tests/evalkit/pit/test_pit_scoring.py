@@ -105,10 +105,15 @@ def test_unknown_future_and_duplicate_picks_are_recorded_never_traded(
 ):
     bogus = "r" + "f" * 20
 
+    first_seen: set[tuple[str, str]] = set()
+
     def greedy(prompt, tools):
         fresh = list(stub_agent(prompt, tools).picks)
-        # E is knowable from 03-09 at the earliest: picking it at the first session must be refused.
-        early = [hand_keys["E"]] if tools.session_date.endswith("-03-01") else []
+        # E is knowable from 03-09 at the earliest: picking it at the first session must be refused. (The first
+        # session of each cell: the shifted arm's dates are a secret offset away, so no date says which it is.)
+        cell = (tools.arm, tools.clock)
+        early = [hand_keys["E"]] if cell not in first_seen else []
+        first_seen.add(cell)
         return [bogus, "not-a-key", *early, *fresh, *fresh]
 
     prices = load_prices(hand_prices_path, source="hand")

@@ -77,6 +77,7 @@ ALL_CHECKS = (
     "body_sha256",
     "trajectory_sha256",
     "bundle_content_digest",
+    "mask_secret_sha256",
     "config_sha256",
     "config_file",
     "prices_sha256",

@@ -66,13 +66,14 @@ def build(
         ..., "--out", help="Directory to write the release to (must not exist or be empty)."
     ),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it already holds files."),
-    key_seed: str = typer.Option(
-        "",
+    key_seed: str | None = typer.Option(
+        None,
         "--key-seed",
         envvar="EVALKIT_RELEASE_KEY_SEED",
         show_default=False,
-        help="A private seed for the row-key key (also from $EVALKIT_RELEASE_KEY_SEED). Without one, whoever "
-        "holds the same inputs can rebuild the key.",
+        help="A private seed for the row-key key and the mask secret (also from $EVALKIT_RELEASE_KEY_SEED); the "
+        "same inputs and seed give the same bytes. Without one a seed is drawn from os.urandom and not kept: the "
+        "release cannot be rebuilt byte for byte, and nobody can rebuild its masks from the public inputs.",
     ),
     built_on: str | None = typer.Option(None, "--built-on", help="The build date recorded in OUT/build.json, outside every digest \\[default: today, UTC]."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),

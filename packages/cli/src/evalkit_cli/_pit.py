@@ -86,12 +86,15 @@ def _print_run(
     p = b["probe"]
     if p["verdict"] == "not_run":
         reason = p.get("reason") or "the run stopped before the probe"
-        typer.echo(f"probe       not run ({reason}): the masks are unproven")
+        typer.echo(f"probe       not run ({reason}): " + ("the masks are unproven" if b["masks"] == "unproven" else "the probe tested nothing"))
     else:
         typer.echo(
             f"probe       {p['verdict']}  ({p['items_asked']} items: date recovered {p['date_recovered']}, "
             f"year only {p['year_only']}, issuer recovered {p['issuer_recovered']})"
         )
+    decoders: dict[str, Any] = b.get("decoders") or {}
+    if decoders.get("arms"):
+        typer.echo("decoders    " + ("none breaks the masks" if decoders["holds"] else "broken by " + ", ".join(decoders["broken_by"])))
     gaps = b["protocol_gaps"]
     typer.echo(f"protocol    {'complete' if not gaps else 'gaps: ' + ', '.join(gaps)}")
     for m in b["protocol"]["P2_training_cutoff"].get("models", []):

@@ -226,8 +226,12 @@ def write_synth_release(
     seed: int,
     name: str | None = None,
     overwrite: bool = False,
+    key_seed: str = "",
+    release_format: str | None = None,
 ) -> Path:
-    """Generate and write a synthetic release."""
+    """Generate and write a synthetic release. Same arguments, same bytes: the row-key key and the mask secret
+    follow from the filings (so from ``seed``) and ``key_seed``. ``release_format`` (default: the current one)
+    can ask for ``evalkit-release/2``, the public ten-year shift, to reproduce and test an old release."""
     filings = synth_filings(rows, start, end, seed)
     provenance = {
         "kind": "synthetic",
@@ -245,6 +249,8 @@ def write_synth_release(
         filings=filings,
         provenance=provenance,
         overwrite=overwrite,
+        key_seed=key_seed,
+        **({"release_format": release_format} if release_format else {}),
     )
 
 
@@ -329,8 +335,10 @@ def _news_gaps(filings: Sequence[Filing], seed: int) -> dict[tuple[str, dt.date]
     return gaps
 
 
-def write_demo_release(out: str | Path, *, overwrite: bool = False) -> Path:
+def write_demo_release(out: str | Path, *, overwrite: bool = False, release_format: str | None = None) -> Path:
     """Write the built-in demo release to ``out`` plus its synthetic daily prices as a companion file.
+    ``release_format`` (default: the current one) can ask for ``evalkit-release/2`` (the public ten-year shift) to
+    reproduce the demo as it was; its mask secret follows from the spec, so the demo stays byte-reproducible.
 
     The prices sit inside the release directory as ``prices.synthetic.csv``; their sha256 is recorded in the
     manifest's provenance, so the release's content digest binds them.
@@ -358,6 +366,7 @@ def write_demo_release(out: str | Path, *, overwrite: bool = False) -> Path:
         filings=filings,
         provenance=provenance,
         overwrite=overwrite,
+        **({"release_format": release_format} if release_format else {}),
     )
     atomic_write_bytes(target / spec.prices_file, prices)
     return target

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -401,11 +402,13 @@ def build_edgar_release(
     forms: Sequence[str] | None = None,
     overwrite: bool = False,
     progress: ProgressFn | None = None,
-    key_seed: str = "",
+    key_seed: str | None = None,
     built_on: dt.date | None = None,
 ) -> EdgarBuild:
-    """Build a release from EDGAR inputs and write it atomically to ``out``. Same inputs (and ``key_seed``), same
-    bytes. ``key_seed`` is mixed into the row-key key and is not stored: see :mod:`evalkit_core._masks`.
+    """Build a release from EDGAR inputs and write it atomically to ``out``. Same inputs and ``key_seed``, same
+    bytes. ``key_seed`` is mixed into the row-key key and the mask secret and is not stored: see
+    :mod:`evalkit_core._masks`. Without one (None) a seed is drawn from ``os.urandom``: the release then holds a
+    mask secret nobody can rebuild from the public inputs, and two builds differ.
 
     ``end=None`` ends the window at the newest filing date in the inputs (from ``start`` on), so a holdout can be
     rebuilt as new filings arrive; the manifest records the resolved end and that it was requested so.
@@ -440,7 +443,7 @@ def build_edgar_release(
         filings=filings,
         provenance=provenance,
         overwrite=overwrite,
-        key_seed=key_seed,
+        key_seed=key_seed if key_seed is not None else os.urandom(32).hex(),
     )
     if progress is not None:
         progress("writing release", 1, 1)

@@ -25,6 +25,7 @@ import attrs
 import polars as pl
 
 from evalkit.pit._config import RECEIPT_NETWORK_POLICY, RunConfig
+from evalkit.pit._decoders import run_decoders
 from evalkit.pit._holdout import post_cutoff as holdout_rule
 from evalkit.pit._probe import score_answer
 from evalkit_core import Calendar, Clock, Release, Session
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 # The published shape (docs/pit-harness.md, "The receipt"): an integer, bumped with any change to the body.
-RECEIPT_VERSION = 1
+RECEIPT_VERSION = 2
 RECEIPT_KIND = "pit_run"
 HARNESS_NAME = "pit-harness"
 ENTRY_RULE = (
@@ -436,6 +437,9 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
             "main_minus_redacted": _delta(main, _total(cells, "redacted", clock)),
         }
     first, window_end = inp.sessions[0].date, inp.sessions[-1].date
+    decoders = run_decoders(inp.release, [a for a in cfg.arms if a != "main"], (first, window_end))
+    # A mask a decoder breaks does not hold, whatever the agent answered; otherwise the probe decides.
+    masks = "leak" if decoders["broken_by"] else _MASKS[score.probe["verdict"]]
     cutoff = dt.date.fromisoformat(cfg.training_cutoff) if cfg.training_cutoff else None
     ends_before_cutoff = (window_end < cutoff) if cutoff else None
     # A holdout only when the whole window comes after the cutoff: a window that touches it is never one.
@@ -466,9 +470,10 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
         "valid": score.valid,
         "invalidated_by": score.invalidated_by,
         "completed": score.completed,
-        # What the probe showed about the control arms' masks; "unproven" when it did not run (an agent that
-        # read nothing through the tools, say): a valid run whose masks were not tested.
-        "masks": _MASKS[score.probe["verdict"]],
+        # What the decoders and the probe showed about the control arms' masks: "leak" when a decoder breaks one
+        # or the probe recovered a date or an issuer; "unproven" when no decoder breaks them and the probe did
+        # not run (an agent that read nothing through the tools, say): a valid run whose masks were not tested.
+        "masks": masks,
         "binding": {
             "bundle_content_digest": inp.release.content_digest,
             "config_sha256": inp.config_sha256,
@@ -476,6 +481,7 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
             "prices_sha256": price_statement["sha256"] if price_statement else None,
             "calendar_sha256": inp.calendar_sha256,
             "harness_source_sha256": inp.harness["source_sha256"],
+            "mask_secret_sha256": inp.release.masks.secret_sha256,
         },
         "config": cfg.digest_view(),
         "network": {
@@ -495,6 +501,7 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
         "cells": cells,
         "contamination": contamination,
         "probe": score.probe,
+        "decoders": decoders,
         "prices": price_statement,
         "agent_errors": score.agent_errors,
         "protocol": {

@@ -185,6 +185,8 @@ def verify_pit_receipt(
     if manifest_digest != want:
         problems.insert(0, f"{bundle_path} has content digest {manifest_digest}, receipt binds {want}")
     checks.append(Check("bundle_content_digest", not problems, "; ".join(problems)))
+    if not problems:
+        checks.append(_mask_secret_check(bundle_path, binding))
 
     checks.extend(_config_checks(body, binding, config))
     checks.extend(_prices_checks(binding, prices))
@@ -217,6 +219,21 @@ def _get(body: Mapping[str, Any], *path: str) -> Any:
             return None
         value = cast("dict[str, Any]", value).get(p)
     return value
+
+
+def _mask_secret_check(bundle: Path, binding: Mapping[str, Any]) -> Check:
+    """The receipt binds the digest of the release's mask secret (None for a format-2 release): the same one."""
+    from evalkit_core import MASKS_FILE, Masks
+
+    path = bundle / MASKS_FILE
+    try:
+        got = Masks.from_json(json.loads(path.read_bytes()), str(path)).secret_sha256
+    except (OSError, ValueError, ReleaseError) as exc:
+        return _mismatch("mask_secret_sha256", f"{path}: {exc}")
+    want = binding.get("mask_secret_sha256", _ABSENT)
+    if got == want:
+        return Check("mask_secret_sha256", ok=True, detail="none: the release's shift is the public map" if got is None else "")
+    return _mismatch("mask_secret_sha256", f"{path} holds a secret hashing to {got}, receipt binds {_show(want)}")
 
 
 def _config_checks(
