@@ -221,3 +221,29 @@ def test_a_holdout_that_stops_being_one_fails(now, fails):
     assert found == ([("holdout", f"model m: the baseline run was post-cutoff, this one is {now}")] if fails else [])
     # A baseline that was not a holdout asks nothing of the run.
     assert compare(metrics_of(_pit_body(False)), metrics_of(_pit_body(None))) == []
+
+
+def _decoded_body(*, public_holds: bool | None) -> dict:
+    body = {
+        "kind": "pit_run",
+        "cells": [],
+        "network": {"egress_attempts": 0, "clean": True},
+        "probe": {"verdict": "mask_holds"},
+    }
+    if public_holds is not None:
+        body["decoders"] = {
+            "holds": False,
+            "holds_against_public_knowledge": public_holds,
+            "broken_by": ["shifted/calendar_inversion"] if public_holds is False else ["shifted/count_alignment"],
+        }
+    return body
+
+
+def test_a_mask_broken_by_public_knowledge_fails_the_gate_and_one_broken_only_by_the_record_does_not():
+    from evalkit.gates._gate import compare, metrics_of
+
+    broken = [v.rule for v in compare(None, metrics_of(_decoded_body(public_holds=False)))]
+    assert broken == ["masks_public"]
+    assert "shifted/calendar_inversion" in compare(None, metrics_of(_decoded_body(public_holds=False)))[0].message
+    assert compare(None, metrics_of(_decoded_body(public_holds=True))) == []
+    assert compare(None, metrics_of(_decoded_body(public_holds=None))) == []  # a receipt from before the decoders

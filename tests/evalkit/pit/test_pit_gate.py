@@ -88,7 +88,7 @@ def test_clean_run_passes_its_own_baseline(runs, cli, tmp_path):
     assert data["metrics"]["cells"]["main/leaky"]["lookahead_trades"] == 3  # A, D and E (conftest's table)
     code, out, err = cli("gate", *_args(runs["clean"]), "--baseline", baseline)
     assert (code, _fails(out)) == (0, []), out + err
-    assert out.startswith("ok   13 rules hold")
+    assert out.startswith("ok   14 rules hold")
 
 
 def test_leaking_run_fails_even_against_its_own_baseline(runs, cli, tmp_path):

@@ -175,7 +175,7 @@ def gate(
 ) -> None:
     """Gate a receipt against a baseline: verify it (signature, hashes, replay), then check every rule. Exit 0
     when all hold, 1 with one line per violated rule, 2 on bad input. Rules (PIT): egress, lookahead,
-    lookahead_unreachable, rejected_picks, probe, cutoff, cells, cell_return, contamination, release_digest,
+    lookahead_unreachable, rejected_picks, probe, masks_public, cutoff, cells, cell_return, contamination, release_digest,
     calendar_digest, holdout. Rules (eval, campaign): pass_rate (binomial tolerance), gap, hacking, cost_per_solved,
     models."""
     from evalkit.gates._gate import (

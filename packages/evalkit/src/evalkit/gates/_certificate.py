@@ -124,6 +124,11 @@ def _predicate(
     network = {k: pit_field(body, f) for k, f in (("clean", "network_clean"), ("egress_attempts", "egress_attempts"),
                                                   ("policy", "network_policy"), ("scope", "network_scope"))}
     holdout = _holdout(body)
+    decoders = cast("Mapping[str, Any]", pit_field(body, "decoders") or {})
+    masks = {  # what the harness's own decoders recovered (receipts from release format 3 on; empty before)
+        "verdict": pit_field(body, "masks"),
+        **{k: decoders[k] for k in ("holds", "holds_against_public_knowledge", "broken_by", "threshold") if k in decoders},
+    }
     reachable_lookahead = sum(int(v["lookahead_trades"] or 0) for v in lookahead.values() if v["reachable"])
     gaps = cast("list[str]", pit_field(body, "protocol_gaps") or [])
     return {
@@ -147,6 +152,7 @@ def _predicate(
             **{k: probe.get(k) for k in ("items_asked", "date_recovered", "year_only", "issuer_recovered") if k in probe},
             "items": items,
         },
+        "masks": masks,
         "protocol": pit_field(body, "protocol"),
         "protocol_gaps": gaps,
         "holdout": holdout,
@@ -155,6 +161,7 @@ def _predicate(
             "network_clean": network["clean"] is True and not network["egress_attempts"],
             "lookahead_trades_in_reachable_cells": reachable_lookahead,
             "probe": probe.get("verdict"),
+            "masks_hold_against_public_knowledge": decoders.get("holds_against_public_knowledge"),
             "protocol_complete": not gaps,
             "post_cutoff": [m.get("post_cutoff") for m in cast("list[Mapping[str, Any]]", holdout["models"])],
         },

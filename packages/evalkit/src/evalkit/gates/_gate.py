@@ -55,6 +55,8 @@ PIT_FIELDS: dict[str, tuple[str, ...]] = {
     "network_policy": ("network", "policy"),
     "probe": ("probe",),
     "probe_verdict": ("probe", "verdict"),
+    "masks": ("masks",),
+    "decoders": ("decoders",),
     "contamination": ("contamination",),
     "window_ends_before_cutoff": ("protocol", "P2_training_cutoff", "window_ends_before_cutoff"),
     "protocol": ("protocol",),
@@ -83,6 +85,7 @@ RULES: dict[str, str] = {
     "lookahead_unreachable": "more look-ahead trades in an unreachable (leaky) cell than the baseline",
     "rejected_picks": "any rejected pick (unknown, duplicate, not yet knowable)",
     "probe": "probe verdict mask_leaks or not_run",
+    "masks_public": "a decoder that needs only public knowledge (calendars, public code) broke a mask (receipts from release format 3 on)",
     "cutoff": "P2: the window ends before the declared training cutoff",
     "cells": "a cell of the baseline is missing from the run, or a new one appeared",
     "cell_return": "a cell's total return moved by more than return_tolerance",
@@ -206,6 +209,7 @@ def _pit_metrics(body: Mapping[str, Any]) -> dict[str, Any]:
         "contamination": contamination,
         "egress_attempts": int(pit_field(body, "egress_attempts") or 0),
         "probe_verdict": pit_field(body, "probe_verdict"),
+        "decoders": pit_field(body, "decoders"),
         "window_ends_before_cutoff": pit_field(body, "window_ends_before_cutoff"),
         "release_digest": pit_field(body, "release_digest"),
         "calendar_digest": pit_field(body, "calendar_digest"),
@@ -343,6 +347,10 @@ def _pit_rules(base: Mapping[str, Any] | None, cur: Mapping[str, Any], policy: G
             out.append(Violation("rejected_picks", f"cell {cid} has {c['rejected_picks']} rejected pick(s)"))
     if cur["probe_verdict"] in ("mask_leaks", "not_run"):
         out.append(Violation("probe", f"probe verdict {cur['probe_verdict']}"))
+    decoders = cur.get("decoders")
+    if isinstance(decoders, Mapping) and decoders.get("holds_against_public_knowledge") is False:
+        broken = ", ".join(str(b) for b in cast("list[Any]", decoders.get("broken_by") or []))
+        out.append(Violation("masks_public", f"a public-knowledge decoder broke a mask (broken by: {broken})"))
     if cur["window_ends_before_cutoff"] is True:
         out.append(Violation("cutoff", "P2: the window ends before the declared training cutoff"))
     if base is None:
@@ -460,7 +468,7 @@ def compare(
 
 def rules_for(kind: str, extra: Mapping[str, Any] | None = None) -> Sequence[str]:
     """The rule ids that apply to a receipt kind (``extra`` as for :func:`metrics_of`)."""
-    pit = ("verify", "egress", "lookahead", "lookahead_unreachable", "rejected_picks", "probe", "cutoff", "cells",
+    pit = ("verify", "egress", "lookahead", "lookahead_unreachable", "rejected_picks", "probe", "masks_public", "cutoff", "cells",
            "cell_return", "contamination", "release_digest", "calendar_digest", "holdout")
     if kind == PIT_KIND:
         return pit
