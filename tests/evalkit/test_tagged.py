@@ -85,3 +85,20 @@ def test_call_values_are_json_for_call_tests():
     assert _call_result(b'["value",{"$s":[1]}]').status == "bad_return"
     assert _call_result(b'["value",{"$f":"nan"}]').status == "bad_return"
     assert _call_result(b'["raised","ValueError","bad"]').error_type == "ValueError"
+
+
+@pytest.mark.parametrize("text", ["\ud800\udc00", "a\udbff\udfffb", "\udc00\ud800", "\ud800", "x" * 10 + "\udfff"])
+def test_surrogate_code_units_cross_as_themselves_never_joined_into_one_character(text):
+    """JSON's escapes join a high and a low surrogate written side by side into one astral character: a candidate
+    returning the two code points '\\ud800\\udc00' must not arrive as '\\U00010000' (and pass as it)."""
+    for value in (text, [text], (text, 1), {text: text}, {text}):
+        back = tagged_decode(tagged_encode(value))
+        assert back == value and type(back) is type(value)
+    assert tagged_decode(tagged_encode("\ud800\udc00")) != "\U00010000"
+    assert len(tagged_decode(tagged_encode("\ud800\udc00"))) == 2
+
+
+def test_a_malformed_surrogate_tag_is_refused():
+    for bad in ('{"$u":"AAAA"}x', '{"$u":"AAA="}', '{"$u":"AAARAA=="}', '{"$u":1}'):
+        with pytest.raises(TaggedError):
+            tagged_decode(bad)

@@ -87,7 +87,8 @@ def journal_path(results: Path) -> Path:
 
 def item_key(task_id: str, sample: int, text: str) -> str:
     """What a kept verdict answers: this task, this sample, this exact candidate text."""
-    return digest({"task_id": task_id, "sample": sample, "text_sha256": hashlib.sha256(text.encode()).hexdigest()})
+    # surrogatepass: a candidate's text may hold lone surrogates; its key must still be made, and stay one-to-one
+    return digest({"task_id": task_id, "sample": sample, "text_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()})
 
 
 def _mac_key(key: SigningKey) -> bytes:

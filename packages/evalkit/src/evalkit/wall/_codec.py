@@ -5,7 +5,7 @@ the checker and the host speak the same codec. JSON arrays are lists; every othe
 whose key is a tag: ``{"$t": [...]}`` a tuple, ``{"$s": [...]}`` a set, ``{"$fs": [...]}`` a frozenset,
 ``{"$d": [[k, v], ...]}`` a dict (any hashable keys, insertion order kept), ``{"$b": "<base64>"}`` bytes,
 ``{"$ba": ...}`` a bytearray, ``{"$c": [re, im]}`` a complex, ``{"$f": "nan"|"inf"|"-inf"}`` a float JSON cannot
-write. Nothing else crosses: an object of any other type (a class of the candidate's, a function) is refused
+write, ``{"$u": "<base64>"}`` a string holding a surrogate code unit (its UTF-32 code points). Nothing else crosses: an object of any other type (a class of the candidate's, a function) is refused
 when encoding, and decoding builds only built-in types, so a value can never carry behaviour (no ``__eq__`` that
 always says yes).
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 
 MAX_DEPTH = 100
 MAX_BYTES = 1 << 20
@@ -33,6 +34,10 @@ class TaggedError(ValueError):
 
 
 _INF = float("inf")
+# A string holding a surrogate code unit crosses as ``{"$u": <base64 of its UTF-32 code points>}``: JSON's escapes
+# would join a high and a low surrogate written side by side into one character, so '\ud800\udc00' (two code
+# points) would arrive as '\U00010000' (one), and a candidate could pass as the other.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _BIG = 10**4000  # an int this large or larger does not cross (its decimal text alone is 4,000 digits)
 
 # One encoder and one decoder for every message: ``json.dumps``/``json.loads`` with options build a new one per
@@ -52,8 +57,12 @@ def _plain(v: list[object]) -> bool:
     """Whether every member of a list is a scalar that JSON writes as itself (no tag, nothing to refuse)."""
     for x in v:
         t = type(x)
-        if t is str or t is bool or x is None:
+        if t is bool or x is None:
             continue
+        if t is str:
+            if _SURROGATE.search(x) is None:  # type: ignore[arg-type]
+                continue
+            return False
         if t is int:
             if -_BIG < x < _BIG:  # type: ignore[operator]
                 continue
@@ -75,8 +84,13 @@ def _deeper(depth: int, brackets: int) -> int:
 def _tag(v: object, depth: int) -> object:
     """``v`` as JSON with tags; ``depth`` is the number of brackets its text is already inside."""
     t = type(v)
-    if v is None or t is bool or t is str:
+    if v is None or t is bool:
         return v
+    if t is str:
+        if _SURROGATE.search(v) is None:  # type: ignore[arg-type]
+            return v
+        _deeper(depth, 1)
+        return {"$u": base64.b64encode(v.encode("utf-32-le", "surrogatepass")).decode("ascii")}  # type: ignore[union-attr]
     if t is int:
         if abs(v) >= _BIG:  # type: ignore[operator]
             raise TaggedError("integer too large")
@@ -173,6 +187,14 @@ def _untag(obj: dict[str, object]) -> object:
     if key in ("$b", "$ba") and type(val) is str:
         raw = base64.b64decode(val.encode("ascii"), validate=True)
         return raw if key == "$b" else bytearray(raw)
+    if key == "$u" and type(val) is str:
+        units = base64.b64decode(val.encode("ascii"), validate=True)
+        if len(units) % 4:
+            raise TaggedError("a $u string that is not whole UTF-32 code points")
+        try:
+            return units.decode("utf-32-le", "surrogatepass")
+        except UnicodeDecodeError:
+            raise TaggedError("a $u string with a code point past U+10FFFF") from None
     if key == "$c" and type(val) is list and len(val) == 2:
         return complex(val[0], val[1])
     if key == "$f" and val in ("nan", "inf", "-inf"):
