@@ -7,11 +7,15 @@ with one line naming the file, the line and the field. Refused:
 - an open that is zero, negative, infinite or not a number ("12,5", "abc", and the vendors' ``n/a``, ``NA``,
   ``null`` or ``NaN``: a marker is not a number, and a bar it stands for would silently count as an unpriced
   trade);
-- any other price column the file has (``high``, ``low``, ``close``, ``adj_close``, ...) holding text that is not a
-  number (the loader reads only ``open``, but a file whose columns hold markers is not trusted for it either);
 - a date that is not ``YYYY-MM-DD`` (trailing text included), or a timestamp whose time is not midnight;
 - an empty ticker;
 - a file with no usable row.
+
+Only the columns the loader reads are checked: ``ticker``, ``date`` and ``open``. A vendor's other columns (``high``,
+``low``, ``close``, ...) are not read, so a marker there (real vendor files hold ``null`` highs) refuses nothing.
+
+A vendor's null bar (every field of the row, open included, the literal ``null`` or empty) is a missing bar too;
+``null`` in the open of a row that has numbers elsewhere is refused like any other text.
 
 A bar whose open is empty (an empty CSV field, or null in Parquet: what vendors leave for halted or not-yet-listed
 days) is no price for that day, the same as an absent row; such rows are counted in :attr:`Prices.missing_bars`.
@@ -35,8 +39,6 @@ __all__ = ["Prices", "PricesError", "load_prices"]
 
 REQUIRED = ("ticker", "date", "open")
 MISSING_MARKERS = ("",)  # only an empty field: any text must be a number
-# Other price columns a vendor's file may hold: not read, but checked like ``open`` when present.
-PRICE_COLUMNS = ("high", "low", "close", "adj_close", "adjclose", "adj close", "adjusted_close", "vwap")
 # A date, optionally followed by a midnight time (vendors that export timestamps write 00:00:00, maybe with an
 # offset); anything else after the date is trailing text and refused.
 _DATE_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[ T]00:00(?::00(?:\.0+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?$"
@@ -87,13 +89,21 @@ def load_prices(path: str | Path, *, source: str, pulled_at: str | None = None) 
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
         raise PricesError(f"{p}: missing column(s) {', '.join(missing)}; expected at least ticker, date, open")
-    extra = [c for c in raw.columns if c.strip().lower() in PRICE_COLUMNS]
+    others = [c for c in raw.columns if c not in REQUIRED]
     text = raw.select(
-        _as_text(raw, "ticker"), _as_text(raw, "date"), _as_text(raw, "open"), *[_as_text(raw, c) for c in extra]
+        _as_text(raw, "ticker"), _as_text(raw, "date"), _as_text(raw, "open"), _null_row(others)
     ).with_row_index("_row")
-    _check_numbers(p, text, extra, parquet=parquet)
-    frame, missing_bars = _validate(p, text.select("_row", "ticker", "date", "open"), parquet=parquet)
+    frame, missing_bars = _validate(p, text.select("_row", "ticker", "date", "open", "_null_row"), parquet=parquet)
     return Prices(path=p, source=source, pulled_at=pulled_at, sha256=file_digest(p), frame=frame, missing_bars=missing_bars)
+
+
+def _null_row(others: list[str]) -> pl.Expr:
+    """Whether a row is a vendor's null bar: its open and every other field written as the literal ``null`` (or
+    left empty), as some exports write a day with no bar. Only then is an open of ``null`` a missing bar; an open of
+    ``null`` (or any other text) beside numbers is refused."""
+    fields = ["open", *others]
+    blank = [pl.col(c).cast(pl.String).str.strip_chars().fill_null("").is_in(["", "null"]) for c in fields]
+    return pl.all_horizontal(blank).alias("_null_row")
 
 
 def _as_text(raw: pl.DataFrame, name: str) -> pl.Expr:
@@ -113,20 +123,9 @@ def _as_text(raw: pl.DataFrame, name: str) -> pl.Expr:
     return col.cast(pl.String).alias(name)
 
 
-def _check_numbers(p: Path, text: pl.DataFrame, columns: list[str], *, parquet: bool) -> None:
-    """Each other price column holds numbers or nothing (empty)."""
-    for name in columns:
-        col = pl.col(name).str.strip_chars()
-        bad = text.filter(col.is_not_null() & (col != "") & ~col.str.contains(_NUMBER_RE)).head(1)
-        if bad.height:
-            row = int(bad.get_column("_row").item())
-            value = bad.get_column(name).item()
-            raise PricesError(f"{_where(p, row, parquet=parquet)}: field {name!r} expected a number, got {value!r}")
-
-
 def _validate(p: Path, text: pl.DataFrame, *, parquet: bool) -> tuple[pl.DataFrame, int]:
     ticker, date, opn = pl.col("ticker"), pl.col("date"), pl.col("open")
-    missing_open = opn.is_null() | opn.str.strip_chars().is_in(list(MISSING_MARKERS))
+    missing_open = opn.is_null() | opn.str.strip_chars().is_in(list(MISSING_MARKERS)) | pl.col("_null_row")
     checks: list[tuple[str, pl.Expr, str]] = [
         ("ticker", ticker.is_null() | (ticker.str.strip_chars() == ""), "expected a non-empty ticker"),
         ("date", date.is_null() | ~date.str.contains(_DATE_RE), "expected a date YYYY-MM-DD"),
