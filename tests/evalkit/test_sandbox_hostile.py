@@ -1517,6 +1517,25 @@ def test_closing_a_sandbox_ends_every_zygote_checker_and_job():
     assert user_processes(box.uids) == []
 
 
+def test_a_thread_still_inside_a_job_when_the_sandbox_closes_starts_no_new_jail():
+    """A grading thread its caller abandoned (an interrupt, an error elsewhere) may reach a worker after close():
+    the worker must not start a zygote or a checker again. Such a jail outlived its sandbox, and its uids, given
+    back with the sandbox's block, were then another sandbox's: seen as processes of later jobs, in a full run."""
+    call = SandboxJob("def f(x):\n    return 2 * x\n", "f", ({"args": [1], "kwargs": {}},))
+    box = Sandbox(LIMITS, workers=1)
+    assert box.run(call).tests[0].status == "value"
+    box.close()
+    worker = box._workers[0]  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(WallError, match="closed"):
+        worker.ensure()
+    with pytest.raises(WallError, match="closed"):
+        worker.start_checker()
+    late = worker.run(call)  # what the abandoned thread gets: an infrastructure verdict, and no process
+    assert late.infra_error is not None and "closed" in late.infra_error
+    assert worker.zygote.pid is None or not Path(f"/proc/{worker.zygote.pid}").exists()
+    assert user_processes(box.uids) == []
+
+
 HOST_DIES = """
 import json, threading, time
 from evalkit.wall._sandbox import Sandbox, SandboxJob, SandboxLimits, user_processes

@@ -95,6 +95,10 @@ class Worker:
         self._checker_exit: int | None = None
         self._spare: Spare | None = None
         self.load_evidence: tuple[str, ...] = ()  # of the last load outcome read (see _load_outcome)
+        # set by hang_up and close: the worker never starts a zygote again. A thread that was still inside a job
+        # when the sandbox closed (a grading thread the caller abandoned) must not start a new jail whose uids are
+        # given back with the sandbox's block while its processes live on.
+        self.ended = False
 
     def _zygote(self, *, namespaces: bool) -> Zygote:
         without = self._box.without
@@ -116,6 +120,8 @@ class Worker:
         """Start the zygote and prove it with a canary job; drop a layer the machine cannot give (recorded)."""
         if self.zygote.running and self.checked:
             return
+        if self.ended:
+            raise WallError("the sandbox is closed: no new jail is started")
         self._checker = self._checker_sock = None
         self.drop_spare(kill=False)  # it belonged to the zygote that is being replaced
         self.zygote.start()
@@ -433,6 +439,8 @@ class Worker:
     def start_checker(self) -> None:
         """Start this worker's checker server, unless it runs (a check starts it on first use; :meth:`Sandbox.prestart`
         starts it ahead, while the caller is still loading its tasks)."""
+        if self.ended:
+            raise WallError("the sandbox is closed: no new checker is started")
         if self._checker is None:
             host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             null = os.open(os.devnull, os.O_WRONLY)
@@ -470,6 +478,7 @@ class Worker:
     def hang_up(self) -> None:
         """Close this worker's sockets to its checker and its zygote: the zygote kills every job of its own (the
         checker among them) and ends; :meth:`close` then waits for it."""
+        self.ended = True
         sock = self._checker_sock
         self._checker = self._checker_sock = None
         if sock is not None:
@@ -478,6 +487,7 @@ class Worker:
         self.zygote.hang_up()
 
     def close(self) -> None:
+        self.ended = True
         self._drop_checker()
         self.drop_spare(kill=False)
         self.zygote.stop()
