@@ -296,6 +296,16 @@ def _runnable_pages() -> list[object]:
     return pages
 
 
+@pytest.fixture(autouse=True)
+def _inspect_sandboxes_closed():
+    """A page that runs an Inspect eval in this process leaves the scorer's sandbox open until exit: close it after
+    the page, as a notebook would, so that no jailed process of a page outlives it into later tests."""
+    yield
+    module = sys.modules.get("evalkit.inspect_tasks")
+    if module is not None:
+        module.close_sandboxes()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", _runnable_pages(), ids=_page_id)
 # Inspect AI (docs/inspect.md) warns about its own dependencies' deprecations when it runs.

@@ -34,7 +34,7 @@ from evalkit.grading._verifiers import VerifierSettings, grade
 from evalkit.wall import Sandbox, SandboxLimits
 from evalkit_core import ConfigError
 
-__all__ = ["answer", "evalkit_inspect_task", "verifier_scorer", "verifier_tasks"]
+__all__ = ["answer", "close_sandboxes", "evalkit_inspect_task", "verifier_scorer", "verifier_tasks"]
 
 _FAMILIES = ("code", "structured")
 
@@ -51,8 +51,20 @@ def _samples(tasks: Sequence[BankTask]) -> list[Sample]:
     ]
 
 
+_OPEN: list[Sandbox] = []  # every scorer's sandbox still open in this process
+
+
+def close_sandboxes() -> None:
+    """Close every sandbox a scorer of this module opened in this process. They close at exit anyway; a long-lived
+    process that ran an eval in-process (a notebook, a test) calls this when it is done, so that no jailed process
+    of the scorer outlives the eval."""
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 class _Grader:
-    """One sandbox for the scorer's life (its zygotes start on the first code answer), closed at exit."""
+    """One sandbox for the scorer's life (its zygotes start on the first code answer), closed at exit (or by
+    :func:`close_sandboxes`)."""
 
     def __init__(self, limits: SandboxLimits | None) -> None:
         self.limits = limits
@@ -64,6 +76,7 @@ class _Grader:
             if self.sandbox is None:
                 self.sandbox = Sandbox(self.limits)
                 atexit.register(self.sandbox.close)
+                _OPEN.append(self.sandbox)
             sandbox = self.sandbox
         verdict = grade(t, completion, sandbox, VerifierSettings(sandbox.limits))
         return verdict.to_json()
