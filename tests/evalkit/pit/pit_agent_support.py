@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -17,9 +16,7 @@ from evalkit.pit import RunConfig
 
 RUN_START, RUN_END = "2023-03-01", "2023-03-02"
 
-needs_wall = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap is not installed: the agent runs behind a weaker wall"
-)
+needs_wall = pytest.mark.needs("bwrap")  # without it the agent runs behind a weaker wall
 
 
 def make_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:

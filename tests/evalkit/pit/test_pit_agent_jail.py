@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pit_agent_support import cfg, events, make_writer, texts  # pyright: ignore[reportImplicitRelativeImport]
 
 from evalkit.pit import AgentLimits, AgentSpecError, RunConfig, from_callable, load_prices, resolve_agent, run
 from evalkit_core import ConfigError, Release
@@ -33,38 +34,10 @@ needs_wall = pytest.mark.needs("bwrap")  # without it the agent runs behind a we
 @pytest.fixture
 def write_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
     """Write ``source`` as a module of its own under tmp and return its ``module:agent`` spec."""
-    counter = iter(range(1000))
-    where = tmp_path / "agentsrc"
-    where.mkdir()
-    monkeypatch.syspath_prepend(str(where))
-
-    def write(source: str, func: str = "agent") -> str:
-        name = f"hostile_{os.getpid()}_{next(counter)}"
-        (where / f"{name}.py").write_text(textwrap.dedent(source))
-        return f"{name}:{func}"
-
-    return write
+    return make_writer(tmp_path, monkeypatch)
 
 
-def _cfg(release_dir: Path, **kw: Any) -> RunConfig:
-    base: dict[str, Any] = {
-        "bundle_path": str(release_dir),
-        "forms": ("8-K",),
-        "start": RUN_START,
-        "end": RUN_END,
-        "arms": ("main",),
-        "clocks": ("pit",),
-        "probe_items": 0,
-    }
-    return RunConfig(**{**base, **kw})
-
-
-def _events(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _texts(result: Any) -> list[str]:
-    return [e["text"] for e in _events(result.trajectory_path) if e["type"] == "decision"]
+_cfg, _events, _texts = cfg, events, texts
 
 
 def _report(result: Any) -> dict[str, str]:
