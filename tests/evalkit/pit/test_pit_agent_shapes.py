@@ -426,6 +426,7 @@ def agent(prompt, tools):
 """
 
 
+@pytest.mark.needs("seccomp")  # without bubblewrap, the seccomp filter is what refuses socket(AF_UNIX)
 def test_without_bubblewrap_only_socket_pairs_are_allowed(
     host_sockets: dict[str, str], synth_release_dir: Path, write_agent: Callable[..., str], in_tmp: Path,
     monkeypatch: pytest.MonkeyPatch,

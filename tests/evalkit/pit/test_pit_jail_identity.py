@@ -49,6 +49,7 @@ import json
 """
 
 
+@pytest.mark.needs("bwrap")  # the jail's own UTS namespace and hostname come from bubblewrap
 def test_the_agent_jail_names_itself_not_the_host(
     synth_release_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_tmp: Path
 ) -> None:
