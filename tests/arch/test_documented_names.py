@@ -28,6 +28,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+import machine  # pyright: ignore[reportImplicitRelativeImport]
+
 ROOT = Path(__file__).resolve().parents[2]
 ROOTS = ("evalkit_core", "evalkit", "pit_harness", "evalkit_router", "evalkit_training", "evalkit_cli")
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
@@ -46,8 +48,23 @@ def _public_modules() -> list[str]:
     return out
 
 
+def _import(module: str) -> Any:
+    """``importlib.import_module``, except that a module needing an optional extra this machine lacks (Inspect's
+    adapters without ``inspect_ai``) skips the test with the reason that names the extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # ModuleNotFoundError, or our own ImportError naming the extra, raised from it
+        cause = exc if isinstance(exc, ModuleNotFoundError) else (exc.__cause__ or exc.__context__)
+        top = (getattr(cause, "name", None) or "").split(".")[0]
+        extra = next((c for c, (name, _) in machine.EXTRAS.items() if name == top), None)
+        if extra is None:
+            raise
+        machine.need(extra)
+        raise
+
+
 def _all_of(module: str) -> list[str]:
-    return list(getattr(importlib.import_module(module), "__all__", []))
+    return list(getattr(_import(module), "__all__", []))
 
 
 def _resolves(dotted: str) -> bool:
@@ -55,7 +72,7 @@ def _resolves(dotted: str) -> bool:
     parts = dotted.split(".")
     for i in range(len(parts), 0, -1):
         try:
-            obj: Any = importlib.import_module(".".join(parts[:i]))
+            obj: Any = _import(".".join(parts[:i]))
         except ModuleNotFoundError as exc:
             if exc.name is not None and not ".".join(parts[:i]).startswith(exc.name):
                 raise  # a third-party module is missing: an environment problem, not a docs one
@@ -81,7 +98,7 @@ def test_the_walk_finds_the_public_modules() -> None:
 
 @pytest.mark.parametrize("module", PUBLIC)
 def test_every_name_in_all_resolves(module: str) -> None:
-    mod = importlib.import_module(module)
+    mod = _import(module)
     names = _all_of(module)
     assert len(names) == len(set(names)), f"{module}.__all__ repeats a name"
     missing = [n for n in names if not hasattr(mod, n)]
@@ -104,17 +121,20 @@ def test_the_pinned_list_is_real() -> None:
 def test_the_facade_and_adapters_as_the_readme_shows_them() -> None:
     from evalkit_core import Release
     from pit_harness import Bundle, RunConfig, load_prices, run
-    from pit_harness.adapters.inspect import from_inspect_solver, pit_tools
     from pit_harness.adapters.model import from_model
     from pit_harness.adapters.plain import from_callable
     from pit_harness.adapters.tool_loop import from_tool_loop
 
     assert Bundle is Release
-    assert all(
-        callable(f)
-        for f in (RunConfig, load_prices, run, from_callable, from_model, from_tool_loop, from_inspect_solver, pit_tools)
-    )
+    assert all(callable(f) for f in (RunConfig, load_prices, run, from_callable, from_model, from_tool_loop))
     assert run.__module__.startswith("evalkit.pit")
+
+
+@pytest.mark.needs("inspect")
+def test_the_inspect_adapter_as_the_readme_shows_it() -> None:
+    from pit_harness.adapters.inspect import from_inspect_solver, pit_tools
+
+    assert callable(from_inspect_solver) and callable(pit_tools)
 
 
 # --- the docs ----------------------------------------------------------------------------------------------
@@ -180,7 +200,7 @@ def test_the_docs_show_imports_and_dotted_names() -> None:
 
 @pytest.mark.parametrize(("doc", "module", "name"), _doc_imports())
 def test_every_import_in_the_docs_works(doc: str, module: str, name: str | None) -> None:
-    mod = importlib.import_module(module)
+    mod = _import(module)
     if name is not None and name != "*":
         assert hasattr(mod, name) or _resolves(f"{module}.{name}"), f"{doc}: from {module} import {name}"
 

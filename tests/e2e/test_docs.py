@@ -13,6 +13,9 @@ with its own `.evalkit/` home there:
   is ``# file: PATH``) is written to PATH in the copy when the page reaches it, as a reader would save it. ``text``/``output``/untagged blocks are shown, not run; but every
   ``evalkit ...`` synopsis line in them must name a real command and only options its ``--help`` lists, and a
   ``uv ...`` command there must be in a ``bash`` block instead.
+- A block whose info string says ``needs=COMPONENT`` (a key of ``tests/machine.py``, e.g. ``needs=sdk`` for the
+  provider SDKs of the optional extra ``evalkit-harness[sdk]``) runs only where the machine has it; elsewhere it is
+  counted as not run with the reason that names what to install (a failure where ``EVALKIT_REQUIRE`` names it).
 - A block that cannot run here says so in the markdown, visibly, on the line just before it:
   ``_Not run by the docs test: REASON._`` The test counts those and prints them.
 
@@ -33,6 +36,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+
+import machine  # pyright: ignore[reportImplicitRelativeImport]
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -61,6 +66,7 @@ class Block:
     code: str
     skip_reason: str | None
     file: str | None = None  # ```json file=PATH: the block is that file's content, written where it says
+    needs: tuple[str, ...] = ()  # ```bash needs=sdk: runs only where the machine has the component
 
     @property
     def where(self) -> str:
@@ -79,6 +85,7 @@ def blocks(page: Path) -> list[Block]:
         info = m["info"].strip().split()
         start, lang = i, (info[0].lower() if info else "")
         file = next((w.removeprefix("file=") for w in info[1:] if w.startswith("file=")), None)
+        needs = tuple(c for w in info[1:] if w.startswith("needs=") for c in w.removeprefix("needs=").split(","))
         j = i + 1
         while j < len(lines) and lines[j].rstrip() != "```":
             j += 1
@@ -88,7 +95,7 @@ def blocks(page: Path) -> list[Block]:
         prev = next((ln.strip() for ln in reversed(lines[:start]) if ln.strip()), "")
         skip = SKIP.match(prev)
         out.append(Block(page.name, start + 1, lang, "\n".join(body) + "\n",
-                         skip["reason"] if skip else None, file))
+                         skip["reason"] if skip else None, file, needs))
         i = j + 1
     return out
 
@@ -328,6 +335,12 @@ def test_page_runs_as_written(page: Path, tmp_path: Path, monkeypatch: pytest.Mo
     for b in page_blocks:
         if b.skip_reason is not None:
             not_run.append(f"{b.where} ({b.lang}): {b.skip_reason}")
+            continue
+        missing = [c for c in b.needs if not machine.has(c)]
+        if missing:
+            if machine.REQUIRED & set(missing):
+                pytest.fail(f"{b.where}: required here (EVALKIT_REQUIRE): {machine.reason(missing)}", pytrace=False)
+            not_run.append(f"{b.where} ({b.lang}): {machine.reason(missing)}")
             continue
         if b.file is not None:
             target = (repo / b.file).resolve()

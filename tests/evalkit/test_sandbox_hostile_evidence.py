@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import shutil
 import uuid
 from collections.abc import Iterator
 
@@ -24,10 +22,7 @@ from evalkit.wall import EVIDENCE
 from evalkit_training import check_rollout
 from evalkit_training._reward import Grading, grading_from_json
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("bwrap") is None,
-    reason="the evidence is the full wall's: it needs root and bubblewrap",
-)
+pytestmark = pytest.mark.needs("root", "bwrap", "seccomp")  # the evidence is the full wall's
 
 SECRET = "hidden-" + uuid.uuid4().hex[:12]
 LIMITS = SandboxLimits(cpu_seconds=0.5, wall_seconds=2.0, memory_bytes=512 << 20)

@@ -11,7 +11,6 @@ the wall: it is resolved once and started by absolute path.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import textwrap
@@ -21,10 +20,7 @@ import pytest
 
 from evalkit.wall import Sandbox, SandboxJob, SandboxLimits, WallPolicy, Zygote
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("bwrap") is None,
-    reason="the jail's identity is bubblewrap's UTS namespace: it needs root and bubblewrap",
-)
+pytestmark = pytest.mark.needs("root", "bwrap", "seccomp")  # the identity is bubblewrap's UTS namespace
 
 LIMITS = SandboxLimits(cpu_seconds=1.0, wall_seconds=4.0, memory_bytes=512 << 20)
 HOST = socket.gethostname()

@@ -6,8 +6,6 @@ around it are untouched."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +27,7 @@ from evalkit import (
 from evalkit.wall import user_processes
 from evalkit_cli import app
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("bwrap") is None,
-    reason="the neighbours are attacks on the full wall: root and bubblewrap",
-)
+pytestmark = pytest.mark.needs("root", "bwrap", "seccomp")  # attacks on the full wall
 
 LIMITS = SandboxLimits(cpu_seconds=1.0, wall_seconds=6.0, memory_bytes=512 << 20, disk_bytes=32 << 20)
 HONEST = "def f(x):\n    return 2 * x\n"

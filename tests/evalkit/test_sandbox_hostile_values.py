@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import pickle
-import shutil
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,6 @@ from strategies import (
 )
 
 runner = CliRunner()
-FULL_WALL = os.geteuid() == 0 and shutil.which("bwrap") is not None
 TOLERANCES = st.sampled_from([None, 0.0, 1e-9, 0.01, 0.5, 1.0, 1e300])
 NUMBERS = st.one_of(hostile_ints, hostile_floats)
 
@@ -236,10 +233,9 @@ def run_eval(bank: Path, tmp: Path, lines: list[dict[str, str]]) -> tuple[list[d
     )
     assert result.exit_code == 0, result.output
     text = out.read_bytes().decode("utf-8")  # valid UTF-8 whatever the candidates said
-    return [json.loads(line) for line in text.splitlines()], result.output
+    return [json.loads(line) for line in text.splitlines()], result.stdout
 
 
-@pytest.mark.skipif(not FULL_WALL, reason="the run grades code behind the full wall: root and bubblewrap")
 @settings(max_examples=6, deadline=None, phases=(Phase.explicit, Phase.generate), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(values=st.lists(hostile_values, min_size=1, max_size=3), numbers=st.lists(NUMBERS, min_size=1, max_size=3))
 def test_hostile_values_mixed_with_honest_candidates_in_one_run(
@@ -276,7 +272,6 @@ def test_hostile_values_mixed_with_honest_candidates_in_one_run(
         assert row["hidden"]["passed"] == row["hidden"]["total"], row
 
 
-@pytest.mark.skipif(not FULL_WALL, reason="the run grades code behind the full wall: root and bubblewrap")
 def test_the_seen_examples_in_one_run(bank: Path, tmp_path: Path) -> None:
     """Issue 29's examples 1 and 2, each with an honest candidate after it: every verdict is written."""
     answers = [
@@ -362,7 +357,6 @@ def test_what_the_encoder_admits_the_decoder_reads(wrap: Any) -> None:
             tagged_decode("[" * outer + text + "]" * outer)
 
 
-@pytest.mark.skipif(not FULL_WALL, reason="runs jobs behind the full wall: root and bubblewrap")
 def test_an_exception_while_the_host_reads_one_jobs_replies_is_that_jobs_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sandbox's containment point: a host exception while it handles one job (forced here in the reading of its
     replies) fails that job, recorded with its type and place; the worker is proved again and the next jobs pass."""

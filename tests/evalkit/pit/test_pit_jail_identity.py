@@ -4,8 +4,6 @@ through raw file reads, learns the policy's hostname and nothing of the host's b
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import textwrap
 from pathlib import Path
@@ -14,9 +12,7 @@ import pytest
 
 from evalkit.pit import RunConfig, resolve_agent, run
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("bwrap") is None, reason="the identity is bubblewrap's UTS namespace"
-)
+pytestmark = pytest.mark.needs("root", "bwrap")  # the identity is bubblewrap's UTS namespace
 
 AGENT = """
 import os, socket
