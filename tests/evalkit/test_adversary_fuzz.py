@@ -102,3 +102,20 @@ def test_classify():
     assert classify(["é"]) == "unicode"
     assert classify([[], 3]) == "edge_empty"
     assert classify([[1, 2], "ab"]) == "other"
+
+
+@pytest.mark.parametrize(
+    ("value", "spec"),
+    [(10**400, "int"), (-(10**400), "int"), (2**1024 + 1, "int"), (float("inf"), "float"), (float("-inf"), "float"),
+     (float("nan"), "float"), (1.7e308, "float"), (5e-324, "float"), ([10**400, 3], "list[int]"),
+     ({"k": float("inf")}, "dict[str, float]")],
+)
+def test_shrinking_a_proposal_is_total_over_numbers_past_the_float_range(value: object, spec: str) -> None:
+    """A model-proposed input past the float range (or not finite) shrinks without raising, to values of its type,
+    each smaller than it; for an int the halving truncates toward zero exactly (no detour through float)."""
+    parsed = parse_type(spec)
+    options = shrink_args([value], [parsed])
+    assert all(conforms(o[0], parsed) for o in options)
+    assert all(input_size(o) < input_size([value]) for o in options)
+    if isinstance(value, int):
+        assert [(abs(value) // 2) * (-1 if value < 0 else 1)] in options

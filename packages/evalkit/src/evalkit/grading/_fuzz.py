@@ -369,11 +369,15 @@ def _shrink_value(value: JSON, spec: TypeSpec) -> Iterator[JSON]:
         if value:
             yield False
     elif isinstance(value, int):
-        for c in (0, 1, int(value / 2), value - (1 if value > 0 else -1)):
+        half = abs(value) // 2 * (-1 if value < 0 else 1)  # toward zero, exact for ints past the float range
+        for c in (0, 1, half, value - (1 if value > 0 else -1)):
             if abs(c) < abs(value) or (abs(c) == abs(value) and c > value):
                 yield c
     elif isinstance(value, float):
-        cands = [0.0, 1.0, float(math.trunc(value)), value / 2 if abs(value) > 1 else 0.0]
+        if not math.isfinite(value):  # inf and NaN have no integer part to keep; 0.0 and 1.0 are simpler
+            cands = [0.0, 1.0, 1.7976931348623157e308 if value > 0 else -1.7976931348623157e308]
+        else:
+            cands = [0.0, 1.0, float(math.trunc(value)), value / 2 if abs(value) > 1 else 0.0]
         for c in cands:
             if abs(c) < abs(value) or (c != value and len(repr(c)) < len(repr(value))):
                 yield c
