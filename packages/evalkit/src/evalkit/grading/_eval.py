@@ -326,8 +326,11 @@ def _grade_rows(
         if isinstance(sandbox, GradingPool):
             for n, verdict in enumerate(sandbox.grade_many(todo, settings, extract=extract)):
                 record(n, verdict)
+                if journal is not None:
+                    journal.sync()
         else:
-            grade_each(todo, sandbox, settings, extract=extract, on_verdict=record)
+            grade_each(todo, sandbox, settings, extract=extract, on_verdict=record,
+                       on_idle=journal.sync if journal is not None else None)  # fmt: skip
             sandbox.hang_up()  # every job is done: the jails end while the results are written
     except KeyboardInterrupt:
         if journal is None:

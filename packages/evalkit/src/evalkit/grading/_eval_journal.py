@@ -1,7 +1,10 @@
 """Finished verdicts kept as they are made: the journal beside an eval's results file, and grading that feeds it.
 
 ``evalkit eval`` grades many candidates over minutes; an interrupt must not lose the verdicts already made. Each
-verdict is appended to ``<results>.partial`` as one canonical JSON line, fsync'd, the moment it is made. A run given
+verdict is appended to ``<results>.partial`` as one canonical JSON line the moment it is made (so an interrupt or a
+crash of this process loses none), and the file is fsync'd as soon as no other verdict is waiting to be appended
+(one flush for the verdicts that finished together, not one each: a flush per verdict held the main thread for
+2-3 ms of every 3 ms on HumanEval, so a slower disk made it the whole run's bottleneck). A run given
 the same results path finds the journal, keeps every verdict whose task, sample and candidate text are the same
 (under the same bank, verifier settings and solver), grades only the rest, writes the results file and deletes the
 journal. A kept row is the row that went in, byte for byte, so a resumed run writes the same results file as an
@@ -104,6 +107,7 @@ class Journal:
         self._mac = hmac.new(_mac_key(key), self._header, hashlib.sha256).digest()
         self.kept: dict[str, dict[str, JSON]] = {}
         self.written = 0
+        self._unsynced = False
         path.parent.mkdir(parents=True, exist_ok=True)
         try:  # never through a symbolic link planted where the journal goes
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -164,8 +168,14 @@ class Journal:
         body = canonical_bytes({"key": key, "row": row})
         line = canonical_bytes({"key": key, "mac": self._tag(body), "row": row}) + b"\n"
         os.write(self._fd, line)
-        os.fsync(self._fd)
+        self._unsynced = True
         self.written += 1
+
+    def sync(self) -> None:
+        """Flush what was appended since the last flush to the disk (nothing to do when nothing was)."""
+        if self._unsynced and self._fd >= 0:
+            os.fsync(self._fd)
+            self._unsynced = False
 
     def count(self) -> int:
         """How many verdicts the file holds that check, read again (an interrupt can land between a line's write
@@ -176,6 +186,7 @@ class Journal:
 
     def close(self) -> None:
         if self._fd >= 0:
+            self.sync()
             os.close(self._fd)
             self._fd = -1
 
@@ -214,10 +225,12 @@ def grade_each(
     *,
     extract: bool,
     on_verdict: Callable[[int, Verdict], None],
+    on_idle: Callable[[], None] | None = None,
 ) -> None:
     """Grade every ``(task, text)`` pair as :func:`evalkit.grade_many` does, calling ``on_verdict(index, verdict)``
-    in the calling thread as each verdict is made, in the order they finish. An interrupt stops at once: no job
-    starts after it, and the caller's closing of the sandbox ends the ones running."""
+    in the calling thread as each verdict is made, in the order they finish, and ``on_idle()`` there whenever no
+    other verdict is waiting (the journal's flush). An interrupt stops at once: no job starts after it, and the
+    caller's closing of the sandbox ends the ones running."""
     code: list[tuple[int, CodeTask, SandboxJob]] = []
     for i, (task, text) in enumerate(items):
         first = prepare(task, text, settings, extract=extract)  # contained, as in grade_many
@@ -227,6 +240,8 @@ def grade_each(
             assert isinstance(task, CodeTask)
             code.append((i, task, first))
     if not code:
+        if on_idle is not None:
+            on_idle()
         return
     isolation = isolation_text(sandbox)
     work: queue.SimpleQueue[tuple[int, CodeTask, SandboxJob]] = queue.SimpleQueue()
@@ -262,5 +277,7 @@ def grade_each(
             if isinstance(got, BaseException):
                 raise got
             on_verdict(i, finish(task, settings, got, items[i][1], isolation))
+            if on_idle is not None and made.empty():
+                on_idle()
     finally:
         stop.set()
