@@ -24,11 +24,13 @@ _GRADING = (("eval",), ("tasks", "validate"))
 
 
 def _early_workers(argv: list[str]) -> int | None:
-    """How many zygotes a grading command will want (its ``--workers``, else one per CPU); None when the command
-    does not grade, asks for help, or the wall is switched off for this process."""
+    """How many zygotes a grading command will want (its ``--workers``, else the sandbox's default); None when the
+    command does not grade, asks for help, or the wall is switched off for this process."""
     if any(a in ("--help", "-h") for a in argv) or not any(tuple(argv[: len(c)]) == c for c in _GRADING):
         return None
-    workers = os.cpu_count() or 1
+    from evalkit.wall import default_workers
+
+    workers = default_workers()
     for i, a in enumerate(argv):
         value = (
             a.split("=", 1)[1]

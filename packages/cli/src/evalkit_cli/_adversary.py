@@ -33,7 +33,7 @@ def mine(
         3, "--keep", min=1, help="Counterexamples kept per task and candidate (smallest per category)."
     ),
     workers: int | None = typer.Option(
-        None, "--workers", min=1, help="Sandbox workers (default: one per CPU, at most 8)."
+        None, "--workers", min=1, help="Sandbox workers (default: one per CPU and one more, at most 8)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:

@@ -42,7 +42,7 @@ def eval_command(
     receipt: Path | None = typer.Option(
         None, "--receipt", help="Write a receipt binding tasks, settings and results (default: beside the default --out)."
     ),
-    workers: int | None = typer.Option(None, "--workers", min=1, help="Sandbox workers (default: one per CPU, at most 8)."),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Sandbox workers (default: one per CPU and one more, at most 8)."),
     cpu_seconds: float | None = typer.Option(
         None, "--cpu-seconds", min=0.01, max=60.0, help="CPU seconds per test in the sandbox (default 3, as campaigns)."
     ),

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         open_sandbox,
         user_processes,
     )
-    from evalkit.wall._zygote import Zygote, launch_early
+    from evalkit.wall._zygote import Zygote, default_workers, launch_early
 
 # Lazy, like the package above: the CLI launches the zygotes early (``launch_early``) before it imports the rest.
 _LAZY: dict[str, str] = {
@@ -61,6 +61,7 @@ _LAZY: dict[str, str] = {
     "WallPolicy": "evalkit.wall._policy",
     "WallReport": "evalkit.wall._policy",
     "Zygote": "evalkit.wall._zygote",
+    "default_workers": "evalkit.wall._zygote",
     "describe_status": "evalkit.wall._policy",
     "evidence_codes": "evalkit.wall._evidence",
     "host_error": "evalkit.wall._hosterror",
@@ -94,6 +95,7 @@ __all__ = [
     "WallPolicy",
     "WallReport",
     "Zygote",
+    "default_workers",
     "describe_status",
     "evidence_codes",
     "host_error",

@@ -33,6 +33,7 @@ from evalkit.wall._hosterror import host_error
 from evalkit.wall._jobs import JSON, Isolation, SandboxJob, SandboxLimits, SandboxRun, TestRun
 from evalkit.wall._policy import WallError, refused_layers, release_uid_block, uid_block
 from evalkit.wall._worker import Worker
+from evalkit.wall._zygote import default_workers
 
 __all__ = [
     "JSON",
@@ -78,8 +79,7 @@ class Sandbox:
             raise ValueError(f"unknown wall layers: {sorted(unknown)}")
         self.without = frozenset(without)
         self.limits = limits or SandboxLimits()
-        # one per CPU by default: measured on HumanEval (164 checks), 2 workers on 2 CPUs beat 4 and 6
-        self.workers = max(1, min(8, workers or (os.cpu_count() or 1)))
+        self.workers = max(1, min(8, workers or default_workers()))
         self._own_block = uid_base is None
         self._uid_base = uid_base if uid_base is not None else uid_block()
         self._uid_next = 0
