@@ -221,6 +221,11 @@ def _seen() -> str:
 
 
 def _install_audit_hook(workdir: str) -> None:
+    """Install the tripwire (:func:`_audit_hook`) for a job whose directory is ``workdir``."""
+    sys.addaudithook(_audit_hook(workdir))
+
+
+def _audit_hook(workdir: str) -> typing.Callable[[str, tuple[object, ...]], None]:
     """A tripwire, not a wall: refuse, with a message that names it, what a candidate has no business doing.
 
     The wall (namespaces, read-only root, uid, seccomp) is what stops these; PEP 578 says audit hooks are no
@@ -270,7 +275,7 @@ def _install_audit_hook(workdir: str) -> None:
             note("refused:write")
             raise PermissionError(f"sandbox: {event} outside the sandbox directory is not allowed")
 
-    sys.addaudithook(hook)
+    return hook
 
 
 def _open_streams() -> tuple[typing.TextIO, typing.TextIO]:
@@ -583,11 +588,55 @@ check(_warm)
 """
 
 
+# How often the zygote runs each function every job runs: CPython 3.11 counts a code object's first 8 calls (and
+# loop iterations) in the code object itself, then rewrites its bytecode in place ("quickening"). Left to the jobs,
+# each job would write those counters and that bytecode into pages it shares with the zygote, every page a fault and
+# a copy, and quicken the same functions again, job after job. Run here past the threshold, before the heap is
+# frozen, they are quickened once, in the zygote, and a job only reads them.
+_QUICKEN_CALLS = 12
+
+
+def _warm_job_paths() -> None:
+    """Run the code every job runs (the codec both ways, the line reader, the reply's evidence codes, the tripwire's
+    hook, the CPU timer, the seed) past the quickening threshold, with harmless inputs, leaving no state behind:
+    the hook is made and called but never installed, the timer is only ever disarmed, and the evidence codes noted
+    meanwhile are cleared."""
+    hook = _audit_hook("/job")
+    nested = "[" * 60 + "]" * 60
+    values = (
+        [[1, 2.5, "x", (1,), {1: 2}, {"a": [1.0, None, True]}, {3}, frozenset(), b"b", float("inf")], {"k": "v"}, True],
+        {"source": "def f(x):\n    return x\n", "entry_point": "f", "cpu_seconds": 3.0, "seed": 0},
+        ["loaded", "ok"],
+        [[[1, 2], "ab"], {}, False],
+    )
+    r, w = os.pipe()
+    try:
+        for _ in range(_QUICKEN_CALLS):
+            for value in values:
+                tagged_decode(tagged_encode(value))
+                tagged_decode(tagged_encode(value, outer=1).encode())
+            tagged_decode("[" + nested + "," + nested + "]")  # the bracket scan past its quick count
+            _write(w, b'["value",1,[]]\n')
+            _LineReader(r, _MAX_MESSAGE).line()
+            _seen()
+            _error_text(ValueError("warm"))
+            _evidence_of(ValueError("warm"))
+            _evidence_of(OSError(2, "warm", "job-file"))
+            for event, args in (("compile", (None, "<candidate>")), ("exec", (None,)), ("open", ("x", "r", 0))):
+                hook(event, args)
+            random.seed(0)  # type: ignore[attr-defined]  # every job seeds again, with its own seed
+            _disarm()
+    finally:
+        os.close(r)
+        os.close(w)
+        _SEEN.clear()
+
+
 def _warm() -> None:
     _make_streams()
     for _ in range(3):
         exec(compile(_WARM_UP, "<warm-up>", "exec"), {"__name__": "__warm_up__"})  # noqa: S102
-    tagged_decode(tagged_encode([[1, 2.5, "x", (1,), {1: 2}], {}]))
+    _warm_job_paths()
 
 
 PAYLOADS = {
