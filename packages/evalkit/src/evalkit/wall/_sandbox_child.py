@@ -20,6 +20,8 @@ process (see :mod:`evalkit.wall._zygote_child`). Two payloads:
     exception type). The candidate never sees the check, its expected values or this process.
 """
 
+# One piece: this is one program, not a module: its source is appended whole to the zygote's (after the codec), runs
+# in the jail with the standard library only and cannot import a sibling; its payloads share one set of helpers.
 # pyright: basic
 
 from __future__ import annotations
