@@ -1,0 +1,166 @@
+"""Decoy filings for the masked arms, drawn from the release's mask secret: a measured design, not served yet.
+
+What this is for (issue 29, item 6): the agent is called once per real session and sees exactly the rows knowable
+at each, so the per-day counts and form mixes of a masked arm are the real ones whatever dates are printed on
+them; an attacker holding the real per-day record slides them along it and gets the shifted arm's dates back
+(``count_alignment`` in :mod:`evalkit.pit._decoders`). Decoys pad every (filing date, form) cell of the run's
+window to one count per form (the largest of ``floor``, the form's busiest day and twice its mean day), so the
+shown per-day counts and form mixes are flat and line up with every stretch of the record equally badly.
+
+A decoy is a real filing of the same form moved to another day: its form, its filing-date to publication-date
+lag, its New York times of day and its dissemination pattern are a real row's, its row key is the release's
+keyed hash of an accession number drawn from the secret (the same derivation and the same alphabet as every real
+key), and it is written through the release writer's own :func:`evalkit_core.arm_rows`, so its masked rows are
+made exactly as a real filing's are. The form's real filings serve as templates in turn (in an order drawn from
+the secret), so every real row is copied at least once and no (form, time of day) is left that only a real row
+shows; a template is never taken from the decoy's own day (two rows with one form and one instant on one day
+would point at the real one). Which rows are decoys is :attr:`Decoyed.decoys`, computed harness-side from the
+secret; nothing in a decoy's fields says it.
+
+Same release, same secret, same ``floor``: the same decoys, byte for byte. A release without a mask secret
+(format 2) has none to draw from, and :func:`with_decoys` refuses it.
+
+Not served yet: no run adds decoys, and no receipt counts them. What decoys do and cannot do is measured in
+``tests/evalkit/pit/test_pit_masks_decoys.py`` and said in docs/pit-harness.md ("Decoys"): they hide the
+alignment of whole days, never a row whose own shown fields (form and New York time of day, or form and real
+date) are unique in the record; such a row is looked up, decoys or not, and every decoy looked up the same way
+names a wrong date, so the real row's answer stays right. Nor do they hide the window: a known window anchors the
+first shown session, and then a row is real exactly when its form, date and time of day are in the record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import polars as pl
+
+from evalkit_core import Filing, Release, arm_rows, parse_instant
+
+__all__ = ["DECOY_RULE", "Decoyed", "with_decoys"]
+
+_TAG = b"evalkit-decoy/1\x00"
+_NY = "America/New_York"
+DECOY_RULE = (
+    "every (filing date, form) cell of the window padded with decoys to one count per form: the largest of the "
+    "floor, the form's busiest day and twice its mean day (so every real row is copied at least once); the "
+    "form's real filings are taken in turn, in the order of HMAC-SHA256(secret, 'evalkit-decoy/1' NUL 'order' "
+    "NUL form NUL row_key), skipping those filed on the decoy's day, and moved to it (New York times of day "
+    "kept) under the accession 'decoy-' + hex of the first 12 bytes of HMAC-SHA256(secret, 'evalkit-decoy/1' "
+    "NUL 'decoy' NUL date NUL form NUL k)"
+)
+
+
+@attrs.frozen
+class Decoyed:
+    """A release's masked arms with decoys (the main arm untouched) and what only the harness may hold: which
+    rows are decoys, their answer-key rows and the main-arm rows their entries are computed from."""
+
+    arms: Mapping[str, pl.DataFrame]
+    real_side: pl.DataFrame
+    answer_rows: pl.DataFrame
+    decoys: frozenset[str]
+
+
+def with_decoys(release: Release, *, floor: int = 0) -> Decoyed:
+    """Decoys for ``release`` (narrowed to the run) drawn from its mask secret (see the module docstring)."""
+    secret = release.masks.shift_secret
+    if secret is None:
+        raise ValueError(f"release {release.name} ({release.format}) has no mask secret to draw decoys from")
+    main = release.arm("main")
+    templates: dict[str, list[dict[str, Any]]] = {}
+    counts: dict[tuple[dt.date, str], int] = {}
+    for row in main.sort("row_key").iter_rows(named=True):
+        templates.setdefault(row["form"], []).append(row)
+        counts[row["partition_date"], row["form"]] = counts.get((row["partition_date"], row["form"]), 0) + 1
+    days = sorted({d for d, _ in counts})
+    filings: list[Filing] = []
+    for form in sorted(templates):
+        real = sorted(templates[form], key=lambda t: _mac(secret, "order", form, t["row_key"]))
+        # as many on every day as the form's busiest day, and at least one copy of every real row of the form
+        most = max([floor, -(-2 * len(real) // len(days)), *(n for (_, g), n in counts.items() if g == form)])
+        turn = 0
+        for day in days:
+            for k in range(most - counts.get((day, form), 0)):
+                turn = _next_template(real, turn, day)
+                filings.append(_decoy(secret, day, form, k, real[turn % len(real)]))
+                turn += 1
+    rows = [arm_rows(f, release.masks) for f in filings]
+    keys = [r[0]["row_key"] for r in rows]
+    taken = set(main.get_column("row_key").to_list())
+    if len(set(keys)) != len(keys) or taken.intersection(keys):  # 80 bits: never expected, never silent
+        raise ValueError("a decoy's row key collides with another row's")
+    arms = {
+        "redacted": _joined(release.arm("redacted"), [r[1] for r in rows]),
+        "shifted": _joined(release.arm("shifted"), [r[2] for r in rows]),
+    }
+    return Decoyed(
+        arms=arms,
+        real_side=_frame([r[0] for r in rows], main.schema),
+        answer_rows=_frame([r[3] for r in rows], release.answer_key.schema),
+        decoys=frozenset(keys),
+    )
+
+
+def _mac(secret: bytes, *parts: str) -> bytes:
+    return hmac.new(secret, _TAG + "\x00".join(parts).encode(), hashlib.sha256).digest()
+
+
+def _next_template(real: Sequence[Mapping[str, Any]], turn: int, day: dt.date) -> int:
+    """The first turn from ``turn`` whose template was not filed on ``day`` (``turn`` itself if all were)."""
+    for step in range(len(real)):
+        if real[(turn + step) % len(real)]["partition_date"] != day:
+            return turn + step
+    return turn
+
+
+def _decoy(secret: bytes, day: dt.date, form: str, k: int, t: Mapping[str, Any]) -> Filing:
+    h = _mac(secret, "decoy", day.isoformat(), form, str(k))
+    delta = day - t["partition_date"]
+    accepted = _moved(t["acceptance_at"], delta)
+    return Filing(
+        accession="decoy-" + h[:12].hex(),
+        cik=t["cik"] or "",
+        issuer=t["issuer"] or "",
+        form=form,
+        partition_date=day,
+        published_at=t["published_at"] + delta,
+        acceptance_at=accepted,
+        acceptance_real=accepted,
+        disseminated_at=_moved(t["disseminated_at"], delta),
+        flags=("decoy",),
+    )
+
+
+def _moved(t: dt.datetime | None, delta: dt.timedelta) -> dt.datetime | None:
+    """``t`` moved by whole days in New York wall-clock time (its New York time of day kept across DST)."""
+    if t is None:
+        return None
+    from zoneinfo import ZoneInfo
+
+    ny = ZoneInfo(_NY)
+    local = t.astimezone(ny).replace(tzinfo=None) + delta
+    return local.replace(tzinfo=ny).astimezone(dt.UTC)
+
+
+def _frame(rows: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
+    """Rows as the release writer renders them (ISO dates, ``...Z`` instants) read back into ``schema``."""
+    columns: dict[str, list[Any]] = {name: [] for name in schema}
+    for row in rows:
+        for name, kind in schema.items():
+            v = row.get(name)
+            if v is not None and kind == pl.Date:
+                v = dt.date.fromisoformat(v)
+            elif v is not None and isinstance(kind, pl.Datetime):
+                v = parse_instant(v)
+            columns[name].append(v)
+    return pl.DataFrame(columns, schema=dict(schema))
+
+
+def _joined(arm: pl.DataFrame, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    both = pl.concat([arm, _frame(rows, arm.schema)], how="vertical")
+    return both.sort(["partition_date", "acceptance_at", "row_key"], nulls_last=True)

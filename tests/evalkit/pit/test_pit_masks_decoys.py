@@ -1,0 +1,330 @@
+"""Decoys against decoders written by someone who wants them to fail (issue 29, item 6).
+
+Every attacker here sees a masked arm with its decoys (it cannot tell which rows are decoys) and holds the
+knowledge its name says: ``record`` is the real per-day record (the main arm: EDGAR's public full index, or the
+public synthetic generator), ``window`` is the run's real window. Each is scored over the real rows only, as the
+probability that its guess for a real row names the row's real date (or issuer): an attacker left with several
+equally good alignments picks one uniformly, so a tie of t alignments of which one is right scores 1/t of it.
+
+The figures each test prints (``-s``) are the ones the report and docs/pit-harness.md ("Decoys") quote.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from evalkit.pit._decoders import THRESHOLD
+from evalkit.pit._decoys import Decoyed, with_decoys
+from evalkit_core import Release, nyse, with_entry
+from evalkit_core._synth import write_demo_release
+
+_NY = "America/New_York"
+_Map = Callable[[dt.date], "dt.date | tuple[dt.date, ...] | None"]  # a tuple: a uniform pick among its dates
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Release:
+    return Release.load(write_demo_release(tmp_path_factory.mktemp("demo") / "demo"))
+
+
+@pytest.fixture(scope="module")
+def decoyed(demo: Release) -> Decoyed:
+    return with_decoys(demo)
+
+
+def _say(name: str, value: float) -> None:
+    print(f"\nFIGURE {name} = {value:.4f}")
+
+
+# --- what the attacker is scored on ----------------------------------------------------------------------------
+
+
+def _real_dates(demo: Release, arm: pl.DataFrame, decoys: frozenset[str]) -> list[tuple[dt.date, dt.date]]:
+    """(shown date, real date) of every real row of ``arm``."""
+    real = demo.arm("main").select("row_key", pl.col("partition_date").alias("real"))
+    rows = arm.filter(~pl.col("row_key").is_in(list(decoys))).join(real, on="row_key")
+    return list(zip(rows.get_column("partition_date").to_list(), rows.get_column("real").to_list(), strict=True))
+
+
+def _expected(pairs: Sequence[tuple[dt.date, dt.date]], guesses: Sequence[_Map]) -> float:
+    """The expected share of real rows whose date a uniform pick among ``guesses`` names."""
+    if not guesses or not pairs:
+        return 0.0
+    def credit(guess: dt.date | tuple[dt.date, ...] | None, real: dt.date) -> float:
+        if isinstance(guess, tuple):
+            return guess.count(real) / len(guess) if guess else 0.0
+        return float(guess == real)
+
+    hits = sum(sum(credit(g(s), r) for s, r in pairs) for g in guesses)
+    return hits / len(guesses) / len(pairs)
+
+
+def _per_day(frame: pl.DataFrame, forms: Sequence[str]) -> tuple[list[dt.date], list[list[int]]]:
+    index = {f: i for i, f in enumerate(forms)}
+    table: dict[dt.date, list[int]] = {}
+    for day, form in frame.select("partition_date", "form").iter_rows():
+        table.setdefault(day, [0] * len(forms))[index[form]] += 1
+    days = sorted(table)
+    return days, [table[d] for d in days]
+
+
+def _aligned(shown: list[dt.date], record: list[dt.date], lags: Sequence[int]) -> list[_Map]:
+    def by(lag: int) -> _Map:
+        mapping = {shown[i]: record[i + lag] for i in range(len(shown)) if 0 <= i + lag < len(record)}
+        return mapping.get
+
+    return [by(lag) for lag in lags]
+
+
+def _best_lags(n: int, m: int, score: Callable[[int, int, int], float]) -> list[int]:
+    """The lags (overlap at least half the shorter run) with the lowest ``score(lag, lo, hi)``, all of them."""
+    best: float | None = None
+    tied: list[int] = []
+    for lag in range(-(n - 1), m):
+        lo, hi = max(0, -lag), min(n, m - lag)
+        if hi - lo < max(1, min(n, m) // 2):
+            continue
+        s = round(score(lag, lo, hi), 9)
+        if best is None or s < best:
+            best, tied = s, [lag]
+        elif s == best:
+            tied.append(lag)
+    return tied
+
+
+# --- attackers on the shifted arm --------------------------------------------------------------------------------
+
+
+def count_alignment(arm: pl.DataFrame, record: pl.DataFrame) -> list[_Map]:
+    """Per-day form vectors of the shown arm slid along the record's: least mean L1 distance wins (every tie)."""
+    forms = sorted(set(record.get_column("form").to_list()) | set(arm.get_column("form").to_list()))
+    a_days, a = _per_day(arm, forms)
+    b_days, b = _per_day(record, forms)
+
+    def score(lag: int, lo: int, hi: int) -> float:
+        return sum(abs(x - y) for i in range(lo, hi) for x, y in zip(a[i], b[i + lag], strict=True)) / (hi - lo)
+
+    return _aligned(a_days, b_days, _best_lags(len(a), len(b), score))
+
+
+def total_correlation(arm: pl.DataFrame, record: pl.DataFrame) -> list[_Map]:
+    """Per-day totals: the lags of the highest Pearson correlation (a flat shown series correlates with no lag:
+    every lag ties)."""
+    a_days, a = _per_day(arm.with_columns(form=pl.lit("*")), ["*"])
+    b_days, b = _per_day(record.with_columns(form=pl.lit("*")), ["*"])
+    ta, tb = [v[0] for v in a], [v[0] for v in b]
+
+    def score(lag: int, lo: int, hi: int) -> float:
+        xs, ys = ta[lo:hi], [tb[i + lag] for i in range(lo, hi)]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        vx = sum((x - mx) ** 2 for x in xs)
+        vy = sum((y - my) ** 2 for y in ys)
+        if vx == 0 or vy == 0:
+            return 0.0  # no information at this lag
+        return -sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (vx * vy) ** 0.5
+
+    return _aligned(a_days, b_days, _best_lags(len(ta), len(tb), score))
+
+
+def form_mix_nearest(arm: pl.DataFrame, record: pl.DataFrame) -> list[_Map]:
+    """Each shown day to the record day with the nearest form proportions (a uniform pick among ties)."""
+    forms = sorted(set(record.get_column("form").to_list()) | set(arm.get_column("form").to_list()))
+    a_days, a = _per_day(arm, forms)
+    b_days, b = _per_day(record, forms)
+
+    def mix(v: list[int]) -> list[float]:
+        s = sum(v) or 1
+        return [x / s for x in v]
+
+    choices: dict[dt.date, tuple[dt.date, ...]] = {}
+    for day, v in zip(a_days, a, strict=True):
+        pa = mix(v)
+        dists = [round(sum(abs(x - y) for x, y in zip(pa, mix(w), strict=True)), 9) for w in b]
+        lo = min(dists)
+        choices[day] = tuple(b_days[j] for j, d in enumerate(dists) if d == lo)
+    return [choices.get]
+
+
+def entry_counts(arm: pl.DataFrame, record: pl.DataFrame) -> list[_Map]:
+    """What the agent sees call by call: how many rows become visible at each session (pit clock, computed from
+    the shown fields), slid along the record's per-session entries; a lag in sessions maps shown to real."""
+    cal = nyse()
+    dates = [s.date for s in cal.all]
+    fields = ["row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at"]
+    a_entries: list[int] = with_entry(arm.select(fields), "pit", cal).get_column("entry_index").to_list()
+    b_entries: list[int] = with_entry(record.select(fields), "pit", cal).get_column("entry_index").to_list()
+    a, b = Counter(a_entries), Counter(b_entries)
+    a_idx, b_idx = sorted(a), sorted(b)
+    ta, tb = [a[i] for i in a_idx], [b[i] for i in b_idx]
+
+    def score(lag: int, lo: int, hi: int) -> float:
+        return sum(abs(ta[i] - tb[i + lag]) for i in range(lo, hi)) / (hi - lo)
+
+    def by(lag: int) -> _Map:
+        c = a_idx[max(0, -lag)] - b_idx[max(0, -lag) + lag]
+
+        def guess(shown: dt.date) -> dt.date | None:
+            i = bisect.bisect_right(dates, shown) - 1
+            return dates[i - c] + (shown - dates[i]) if i >= 0 and 0 <= i - c < len(dates) else None
+
+        return guess
+
+    return [by(lag) for lag in _best_lags(len(ta), len(tb), score)]
+
+
+def _tod(frame: pl.DataFrame) -> pl.Expr:
+    t = pl.col("acceptance_at").dt.convert_time_zone(_NY)
+    return (t.dt.hour().cast(pl.Int32) * 3600 + t.dt.minute().cast(pl.Int32) * 60 + t.dt.second().cast(pl.Int32)).alias("tod")
+
+
+def tod_lookup(arm: pl.DataFrame, record: pl.DataFrame) -> dict[str, tuple[dt.date, str]]:
+    """Per shown row: a (form, New York time of day) that is one record row's names that row's date and issuer."""
+    ref = record.filter(pl.col("acceptance_at").is_not_null()).select("form", _tod(record), "partition_date", "issuer")
+    ref = ref.filter(pl.len().over("form", "tod") == 1)
+    shown = arm.filter(pl.col("acceptance_at").is_not_null()).select("row_key", "form", _tod(arm))
+    hits = shown.join(ref, on=["form", "tod"])
+    return {k: (d, i) for k, d, i in hits.select("row_key", "partition_date", "issuer").iter_rows()}
+
+
+def unique_tod_rows(arm: pl.DataFrame) -> set[str]:
+    """Decoy detection by field distribution: a decoy copies a real row's time of day, so a (form, time of day)
+    seen once in the arm was never copied: that row is real for sure."""
+    shown = arm.filter(pl.col("acceptance_at").is_not_null()).select("row_key", "form", _tod(arm))
+    return set(shown.filter(pl.len().over("form", "tod") == 1).get_column("row_key").to_list())
+
+
+# --- the figures ------------------------------------------------------------------------------------------------
+
+
+def test_decoys_flatten_every_day_and_form(demo: Release, decoyed: Decoyed):
+    """Every shown (date, form) cell holds the same count per form; the main arm is untouched; keys look alike."""
+    for arm in ("shifted", "redacted"):
+        cells = decoyed.arms[arm].group_by("partition_date", "form").len()
+        per_form = cells.group_by("form").agg(pl.col("len").n_unique().alias("counts"), pl.len().alias("days"))
+        assert per_form.get_column("counts").to_list() == [1] * per_form.height
+        assert set(per_form.get_column("days").to_list()) == {demo.arm("main").get_column("partition_date").n_unique()}
+    shown = decoyed.arms["shifted"]
+    assert shown.height > 2 * demo.arm("shifted").height
+    assert decoyed.decoys.isdisjoint(demo.arm("main").get_column("row_key").to_list())
+    assert all(len(k) == 21 and k[0] == "r" and int(k[1:], 16) >= 0 for k in decoyed.decoys)
+    # the redacted and shifted rows of a decoy carry exactly the fields a real row carries
+    real = demo.arm("shifted").columns
+    assert decoyed.arms["shifted"].columns == real
+    for arm in ("shifted", "redacted"):
+        frame = decoyed.arms[arm]
+        nulls_real = frame.filter(~pl.col("row_key").is_in(list(decoyed.decoys))).null_count().row(0)
+        nulls_decoy = frame.filter(pl.col("row_key").is_in(list(decoyed.decoys))).null_count().row(0)
+        for name, a, b in zip(frame.columns, nulls_real, nulls_decoy, strict=True):
+            assert (a == 0) == (b == 0) or name == "disseminated_at", (arm, name)
+
+
+def test_decoys_are_a_function_of_the_secret(demo: Release):
+    a, b = with_decoys(demo), with_decoys(demo)
+    assert a.decoys == b.decoys
+    assert a.arms["shifted"].equals(b.arms["shifted"])
+    import attrs
+
+    other = attrs.evolve(demo, masks=attrs.evolve(demo.masks, shift_secret=bytes(32)))
+    assert with_decoys(other).decoys.isdisjoint(a.decoys)
+
+
+def test_a_release_without_a_secret_has_no_decoys(tmp_path: Path):
+    old = Release.load(write_demo_release(tmp_path / "old", release_format="evalkit-release/2"))
+    with pytest.raises(ValueError, match="no mask secret"):
+        with_decoys(old)
+
+
+def test_every_real_row_is_copied_so_no_time_of_day_is_seen_once(decoyed: Decoyed):
+    """The field-distribution detector: rows whose (form, time of day) the arm shows once are real for sure.
+    Decoys take every real row of a form in turn before any twice, so none is left alone."""
+    arm = decoyed.arms["shifted"]
+    certain = unique_tod_rows(arm)
+    real = set(arm.get_column("row_key").to_list()) - decoyed.decoys
+    share = len(certain & real) / len(real)
+    precision = len(certain & real) / max(1, len(certain))
+    _say("shifted/unique_time_of_day_detector/real_rows_singled_out", share)
+    _say("shifted/unique_time_of_day_detector/precision", precision)
+    # A decoy shares its template's time of day unless the shift squeezed one of the two into closed days.
+    assert share < THRESHOLD
+
+
+@pytest.mark.parametrize("attack", [count_alignment, total_correlation, form_mix_nearest, entry_counts])
+def test_alignment_attackers_against_decoys(demo: Release, decoyed: Decoyed, attack: Callable[..., list[_Map]]):
+    """Without decoys each attacker lines the shown days up with the record's; with them, how much is left."""
+    record = demo.arm("main")
+    plain = _expected(_real_dates(demo, demo.arm("shifted"), frozenset()), attack(demo.arm("shifted"), record))
+    pairs = _real_dates(demo, decoyed.arms["shifted"], decoyed.decoys)
+    with_d = _expected(pairs, attack(decoyed.arms["shifted"], record))
+    _say(f"shifted/{attack.__name__}/without_decoys", plain)
+    _say(f"shifted/{attack.__name__}/with_decoys", with_d)
+    assert with_d < THRESHOLD
+
+
+def test_time_of_day_lookup_is_not_hidden_by_decoys(demo: Release, decoyed: Decoyed):
+    """What decoys cannot do: a real row whose own (form, time of day) is one record row's is looked up, decoys or
+    not (every decoy copied from it is looked up too, and names a wrong date). The figure stays where it was."""
+    record = demo.arm("main")
+    pairs = dict(_real_dates(demo, decoyed.arms["shifted"], decoyed.decoys))
+    real = decoyed.arms["shifted"].filter(~pl.col("row_key").is_in(list(decoyed.decoys)))
+    truth = dict(record.select("row_key", "partition_date").iter_rows())
+    before = tod_lookup(demo.arm("shifted"), record)
+    after = tod_lookup(decoyed.arms["shifted"], record)
+    n = real.height
+    plain = sum(before.get(k, (None,))[0] == truth[k] for k in truth) / n
+    kept = sum(after.get(k, (None,))[0] == truth[k] for k in real.get_column("row_key").to_list()) / n
+    _say("shifted/time_of_day_lookup/without_decoys", plain)
+    _say("shifted/time_of_day_lookup/with_decoys", kept)
+    assert pairs
+    assert kept == plain > THRESHOLD
+
+
+def test_the_window_still_anchors_and_then_finds_every_decoy(demo: Release, decoyed: Decoyed):
+    """With the run's window known, the first shown session is the first real one (decoys change no session), so
+    every real row's date is back; and a row is real exactly when its form, mapped date and time of day are in
+    the record, so the decoys are found too."""
+    cal = nyse()
+    dates = [s.date for s in cal.all]
+    arm = decoyed.arms["shifted"]
+    shown_first = min(d for d in arm.get_column("partition_date").to_list() if cal.session_on(d) is not None)
+    real_first = min(s.date for s in cal.between(*demo.window))
+    c = bisect.bisect_left(dates, shown_first) - bisect.bisect_left(dates, real_first)
+
+    def guess(shown: dt.date) -> dt.date | None:
+        i = bisect.bisect_right(dates, shown) - 1
+        return dates[i - c] + (shown - dates[i])
+
+    pairs = _real_dates(demo, arm, decoyed.decoys)
+    recovered = _expected(pairs, [guess])
+    record = demo.arm("main").filter(pl.col("acceptance_at").is_not_null()).select("form", "partition_date", _tod(demo.arm("main")))
+    known = set(record.iter_rows())
+    rows = arm.filter(pl.col("acceptance_at").is_not_null()).select("row_key", "form", "partition_date", _tod(arm))
+    flagged = {k for k, f, d, t in rows.iter_rows() if (f, guess(d), t) in known}
+    real = set(rows.get_column("row_key").to_list()) - decoyed.decoys
+    _say("shifted/window_anchor/with_decoys", recovered)
+    _say("shifted/window_then_record_detector/real_rows_found", len(flagged & real) / len(real))
+    _say("shifted/window_then_record_detector/decoys_taken_for_real", len(flagged & decoyed.decoys) / len(decoyed.decoys))
+    assert recovered > 0.99
+    assert len(flagged & real) / len(real) > 0.99
+
+
+def test_redacted_lookups_are_not_hidden_by_decoys(demo: Release, decoyed: Decoyed):
+    """The redacted arm shows real dates (that is what it is for): a real row whose (form, date) is one record
+    row's has its issuer named, decoys or not."""
+    record = demo.arm("main")
+    unique = record.filter(pl.len().over("form", "partition_date") == 1)
+    named = dict(
+        decoyed.arms["redacted"].select("row_key", "form", "partition_date")
+        .join(unique.select("form", "partition_date", pl.col("issuer").alias("guess")), on=["form", "partition_date"])
+        .select("row_key", "guess").iter_rows()
+    )
+    truth: Mapping[str, str] = dict(record.select("row_key", "issuer").iter_rows())
+    share = sum(named.get(k) == who for k, who in truth.items()) / len(truth)
+    _say("redacted/date_form_match/with_decoys", share)
+    assert share > THRESHOLD
