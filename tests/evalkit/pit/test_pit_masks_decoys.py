@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 
 from evalkit.pit._decoders import THRESHOLD
-from evalkit.pit._decoys import Decoyed, with_decoys
+from evalkit.pit._decoys import Decoyed, jittered, with_decoys
 from evalkit_core import Release, nyse, with_entry
 from evalkit_core._synth import write_demo_release
 
@@ -328,3 +328,111 @@ def test_redacted_lookups_are_not_hidden_by_decoys(demo: Release, decoyed: Decoy
     share = sum(named.get(k) == who for k, who in truth.items()) / len(truth)
     _say("redacted/date_form_match/with_decoys", share)
     assert share > THRESHOLD
+
+
+# --- times of day drawn from the secret -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def blurred(demo: Release, decoyed: Decoyed) -> pl.DataFrame:
+    secret = demo.masks.shift_secret
+    assert secret is not None
+    return jittered(decoyed.arms["shifted"], secret, [s.open for s in nyse().all])
+
+
+def test_jitter_keeps_every_clocks_entry_and_every_date(decoyed: Decoyed, blurred: pl.DataFrame):
+    arm = decoyed.arms["shifted"]
+    fields = ["row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at"]
+    for clock in ("leaky", "dump", "pit"):
+        before = with_entry(arm.select(fields), clock, nyse()).get_column("entry_index")
+        after = with_entry(blurred.select(fields), clock, nyse()).get_column("entry_index")
+        assert before.equals(after), clock
+    ny = pl.col("acceptance_at").dt.convert_time_zone(_NY).dt.date()
+    assert arm.select(ny).equals(blurred.select(ny))
+    moved = int((arm.get_column("acceptance_at") != blurred.get_column("acceptance_at")).sum())
+    assert moved > 0.95 * int(arm.get_column("acceptance_at").is_not_null().sum())
+
+
+def _segment(frame: pl.DataFrame) -> pl.Expr:
+    tod = _tod(frame)
+    return pl.when(tod < 6 * 3600).then(0).when(tod < 17 * 3600 + 1800).then(1).otherwise(2).alias("segment")
+
+
+def nearest_time_of_day(arm: pl.DataFrame, record: pl.DataFrame) -> dict[str, tuple[dt.date, ...]]:
+    """The jitter's rule is public: per shown row, the record rows of its form in its EDGAR segment whose time of
+    day is nearest its own (all of them on a tie) name its date."""
+    ref = record.filter(pl.col("acceptance_at").is_not_null()).select("form", _tod(record), _segment(record), "partition_date")
+    by: dict[tuple[str, int], list[tuple[int, dt.date]]] = {}
+    for form, tod, seg, day in ref.iter_rows():
+        by.setdefault((form, seg), []).append((tod, day))
+    out: dict[str, tuple[dt.date, ...]] = {}
+    shown = arm.filter(pl.col("acceptance_at").is_not_null()).select("row_key", "form", _tod(arm), _segment(arm))
+    for key, form, tod, seg in shown.iter_rows():
+        cands = by.get((form, seg))
+        if cands:
+            gap = min(abs(t - tod) for t, _ in cands)
+            out[key] = tuple(d for t, d in cands if abs(t - tod) == gap)
+    return out
+
+
+def test_time_of_day_lookups_after_jitter(demo: Release, decoyed: Decoyed, blurred: pl.DataFrame):
+    record = demo.arm("main")
+    truth: dict[str, dt.date] = dict(record.select("row_key", "partition_date").iter_rows())
+    real = [k for k in blurred.get_column("row_key").to_list() if k not in decoyed.decoys]
+    exact = tod_lookup(blurred, record)
+    exact_share = sum(exact.get(k, (None,))[0] == truth[k] for k in real) / len(real)
+    near = nearest_time_of_day(blurred, record)
+    near_share = sum(near[k].count(truth[k]) / len(near[k]) for k in real if k in near) / len(real)
+    _say("shifted/time_of_day_lookup/with_decoys_and_jitter", exact_share)
+    _say("shifted/nearest_time_of_day/with_decoys_and_jitter", near_share)
+    assert exact_share < THRESHOLD
+    assert near_share < THRESHOLD
+
+
+@pytest.mark.parametrize("attack", [count_alignment, total_correlation, form_mix_nearest, entry_counts])
+def test_alignment_attackers_after_jitter(demo: Release, decoyed: Decoyed, blurred: pl.DataFrame, attack: Callable[..., list[_Map]]):
+    pairs = _real_dates(demo, blurred, decoyed.decoys)
+    share = _expected(pairs, attack(blurred, demo.arm("main")))
+    _say(f"shifted/{attack.__name__}/with_decoys_and_jitter", share)
+    assert share < THRESHOLD
+
+
+def _features(frame: pl.DataFrame) -> dict[str, pl.Expr]:
+    """Per-row features a decoy detector can read off the shown fields alone."""
+    acc = pl.col("acceptance_at").dt.convert_time_zone(_NY)
+    dis = pl.col("disseminated_at").dt.convert_time_zone(_NY)
+    return {
+        "acceptance_weekday": acc.dt.weekday(),
+        "acceptance_segment": _segment(frame),
+        "acceptance_hour": acc.dt.hour(),
+        "acceptance_day_lag": (pl.col("partition_date") - acc.dt.date()).dt.total_days(),
+        "published_lag": (pl.col("published_at") - pl.col("partition_date")).dt.total_days(),
+        "disseminated_time": dis.dt.strftime("%H:%M:%S"),
+        "disseminated_day_lag": (dis.dt.date() - pl.col("partition_date")).dt.total_days(),
+        "partition_weekday": pl.col("partition_date").dt.weekday(),
+        "row_key_first_digit": pl.col("row_key").str.slice(1, 1),
+        "form": pl.col("form"),
+    }
+
+
+@pytest.mark.parametrize("arm", ["shifted", "redacted"])
+def test_no_single_field_tells_a_decoy(decoyed: Decoyed, arm: str):
+    """Decoy detection by field distributions: for each feature, the total-variation distance between real rows
+    and decoys is the best advantage any detector reading that feature alone can have. Every one but the form
+    stays small, and none is a certain tell (a value only decoys show, held by more than a few rows). The form is
+    the price of flat padding: a rare form is padded most, so a row of it is a decoy more often (an S-1 of the
+    demo: 54 of 62); that tells which rows are likelier decoys, never a real row's date."""
+    frame = decoyed.arms[arm].with_columns(decoy=pl.col("row_key").is_in(list(decoyed.decoys)))
+    worst = ("", 0.0)
+    for name, expr in _features(frame).items():
+        f = frame.select(expr.alias("v"), "decoy")
+        dist = f.group_by("v", "decoy").len().pivot(on="decoy", index="v", values="len").fill_null(0)
+        real_n, decoy_n = f.filter(~pl.col("decoy")).height, f.filter(pl.col("decoy")).height
+        tv = 0.5 * sum(abs(r / real_n - d / decoy_n) for _, d, r in dist.select("v", "true", "false").iter_rows())
+        only_decoys = dist.filter(pl.col("false") == 0).get_column("true").sum()
+        _say(f"{arm}/field_tv/{name}", tv)
+        assert only_decoys <= 0.01 * decoy_n, (name, only_decoys)
+        if name != "form":
+            worst = max(worst, (name, tv), key=lambda x: x[1])
+    _say(f"{arm}/field_tv/worst_but_form({worst[0]})", worst[1])
+    assert worst[1] < THRESHOLD

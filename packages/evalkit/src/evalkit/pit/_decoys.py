@@ -33,15 +33,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import polars as pl
 
-from evalkit_core import Filing, Release, arm_rows, parse_instant
+from evalkit_core import Filing, Release, arm_rows, nyse, parse_instant
 
-__all__ = ["DECOY_RULE", "Decoyed", "with_decoys"]
+__all__ = ["DECOY_RULE", "Decoyed", "jittered", "with_decoys"]
 
 _TAG = b"evalkit-decoy/1\x00"
 _NY = "America/New_York"
@@ -49,8 +49,8 @@ DECOY_RULE = (
     "every (filing date, form) cell of the window padded with decoys to one count per form: the largest of the "
     "floor, the form's busiest day and twice its mean day (so every real row is copied at least once); the "
     "form's real filings are taken in turn, in the order of HMAC-SHA256(secret, 'evalkit-decoy/1' NUL 'order' "
-    "NUL form NUL row_key), skipping those filed on the decoy's day, and moved to it (New York times of day "
-    "kept) under the accession 'decoy-' + hex of the first 12 bytes of HMAC-SHA256(secret, 'evalkit-decoy/1' "
+    "NUL form NUL row_key), skipping those filed on the decoy's day or whose instants would move onto another "
+    "kind of day (session or not), and moved to it (New York times of day kept) under the accession 'decoy-' + hex of the first 12 bytes of HMAC-SHA256(secret, 'evalkit-decoy/1' "
     "NUL 'decoy' NUL date NUL form NUL k)"
 )
 
@@ -78,6 +78,11 @@ def with_decoys(release: Release, *, floor: int = 0) -> Decoyed:
         templates.setdefault(row["form"], []).append(row)
         counts[row["partition_date"], row["form"]] = counts.get((row["partition_date"], row["form"]), 0) + 1
     days = sorted({d for d, _ in counts})
+    calendar = nyse()
+
+    def is_session(day: dt.date) -> bool:
+        return calendar.session_on(day) is not None
+
     filings: list[Filing] = []
     for form in sorted(templates):
         real = sorted(templates[form], key=lambda t: _mac(secret, "order", form, t["row_key"]))
@@ -86,7 +91,7 @@ def with_decoys(release: Release, *, floor: int = 0) -> Decoyed:
         turn = 0
         for day in days:
             for k in range(most - counts.get((day, form), 0)):
-                turn = _next_template(real, turn, day)
+                turn = _next_template(real, turn, day, is_session)
                 filings.append(_decoy(secret, day, form, k, real[turn % len(real)]))
                 turn += 1
     rows = [arm_rows(f, release.masks) for f in filings]
@@ -110,12 +115,30 @@ def _mac(secret: bytes, *parts: str) -> bytes:
     return hmac.new(secret, _TAG + "\x00".join(parts).encode(), hashlib.sha256).digest()
 
 
-def _next_template(real: Sequence[Mapping[str, Any]], turn: int, day: dt.date) -> int:
-    """The first turn from ``turn`` whose template was not filed on ``day`` (``turn`` itself if all were)."""
+def _next_template(
+    real: Sequence[Mapping[str, Any]], turn: int, day: dt.date, is_session: Callable[[dt.date], bool]
+) -> int:
+    """The first turn from ``turn`` whose template was not filed on ``day`` and whose instants, moved there, fall on
+    the same kind of New York day (a session or not: a real filing accepted on a session day is never shown
+    accepted on a Sunday); ``turn`` itself if none is."""
     for step in range(len(real)):
-        if real[(turn + step) % len(real)]["partition_date"] != day:
+        t = real[(turn + step) % len(real)]
+        if t["partition_date"] == day:
+            continue
+        delta = day - t["partition_date"]
+        if all(
+            is_session(_ny_day(m)) == is_session(_ny_day(v))
+            for v in (t["acceptance_at"], t["disseminated_at"])
+            if v is not None and (m := _moved(v, delta)) is not None
+        ):
             return turn + step
     return turn
+
+
+def _ny_day(t: dt.datetime) -> dt.date:
+    from zoneinfo import ZoneInfo
+
+    return t.astimezone(ZoneInfo(_NY)).date()
 
 
 def _decoy(secret: bytes, day: dt.date, form: str, k: int, t: Mapping[str, Any]) -> Filing:
@@ -164,3 +187,42 @@ def _frame(rows: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]) -> pl.D
 def _joined(arm: pl.DataFrame, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     both = pl.concat([arm, _frame(rows, arm.schema)], how="vertical")
     return both.sort(["partition_date", "acceptance_at", "row_key"], nulls_last=True)
+
+
+# --- times of day ------------------------------------------------------------------------------------------------
+
+# EDGAR's day in New York wall-clock time: before it opens, while it dates filings that day, after 17:30 (dated the
+# next business day). A jittered instant stays in its own segment, so the filing-date rule still reads right.
+_SEGMENTS = ((0, 6 * 3600), (6 * 3600, 17 * 3600 + 1800), (17 * 3600 + 1800, 24 * 3600))
+
+
+def jittered(arm: pl.DataFrame, secret: bytes, opens: Sequence[dt.datetime]) -> pl.DataFrame:
+    """``arm`` with every ``acceptance_at`` moved to a second drawn from the secret (HMAC-SHA256(secret,
+    'evalkit-decoy/1' NUL 'tod' NUL row_key)), uniform over what keeps every fact a clock reads: the same New York
+    date, the same EDGAR segment of it (before 06:00, to 17:30, after), and the same interval between two opening
+    bells (``opens``: the calendar's bells in order), so the row enters at the same session under every clock.
+    A measured design, not served yet (see the module docstring)."""
+    import bisect
+    from zoneinfo import ZoneInfo
+
+    ny = ZoneInfo(_NY)
+    keys: list[str] = arm.get_column("row_key").to_list()
+    accepted: list[dt.datetime | None] = arm.get_column("acceptance_at").to_list()
+    out: list[dt.datetime | None] = []
+    for key, t in zip(keys, accepted, strict=True):
+        if t is None:
+            out.append(None)
+            continue
+        local = t.astimezone(ny)
+        midnight = local.replace(hour=0, minute=0, second=0, microsecond=0).replace(tzinfo=None)
+        tod = local.hour * 3600 + local.minute * 60 + local.second
+        seg = next(s for s in _SEGMENTS if s[0] <= tod < s[1])
+        seg_lo = (midnight + dt.timedelta(seconds=seg[0])).replace(tzinfo=ny).astimezone(dt.UTC)
+        seg_hi = (midnight + dt.timedelta(seconds=seg[1])).replace(tzinfo=ny).astimezone(dt.UTC)
+        i = bisect.bisect_right(opens, t)
+        lo = max(seg_lo, opens[i - 1]) if i > 0 else seg_lo
+        hi = min(seg_hi, opens[i]) if i < len(opens) else seg_hi
+        span = max(1, int((hi - lo).total_seconds()))
+        draw = int.from_bytes(_mac(secret, "tod", key)[:8], "big") % span
+        out.append(lo + dt.timedelta(seconds=draw))
+    return arm.with_columns(pl.Series("acceptance_at", out, dtype=arm.schema["acceptance_at"]))
