@@ -355,12 +355,15 @@ def test_jitter_keeps_every_clocks_entry_and_every_date(decoyed: Decoyed, blurre
 
 def _segment(frame: pl.DataFrame) -> pl.Expr:
     tod = _tod(frame)
-    return pl.when(tod < 6 * 3600).then(0).when(tod < 17 * 3600 + 1800).then(1).otherwise(2).alias("segment")
+    return (
+        pl.when(tod < 6 * 3600).then(0).when(tod < 9 * 3600 + 1800).then(1).when(tod < 17 * 3600 + 1800).then(2)
+        .otherwise(3).alias("segment")
+    )
 
 
 def nearest_time_of_day(arm: pl.DataFrame, record: pl.DataFrame) -> dict[str, tuple[dt.date, ...]]:
-    """The jitter's rule is public: per shown row, the record rows of its form in its EDGAR segment whose time of
-    day is nearest its own (all of them on a tie) name its date."""
+    """The jitter's rule is public: per shown row, the record rows of its form in its time class whose time of day
+    is nearest its own (all of them on a tie) name its date."""
     ref = record.filter(pl.col("acceptance_at").is_not_null()).select("form", _tod(record), _segment(record), "partition_date")
     by: dict[tuple[str, int], list[tuple[int, dt.date]]] = {}
     for form, tod, seg, day in ref.iter_rows():
@@ -415,24 +418,67 @@ def _features(frame: pl.DataFrame) -> dict[str, pl.Expr]:
     }
 
 
+def _tv(frame: pl.DataFrame, expr: pl.Expr) -> tuple[float, int]:
+    """Total-variation distance between real rows' and decoys' values of ``expr``, and how many decoys hold a value
+    no real row holds."""
+    f = frame.select(expr.alias("v"), "decoy")
+    real_n, decoy_n = f.filter(~pl.col("decoy")).height, f.filter(pl.col("decoy")).height
+    if not real_n or not decoy_n:
+        return 0.0, 0
+    dist = f.group_by("v", "decoy").len().pivot(on="decoy", index="v", values="len").fill_null(0)
+    for side in ("true", "false"):
+        if side not in dist.columns:
+            dist = dist.with_columns(pl.lit(0).alias(side))
+    tv = 0.5 * sum(abs(r / real_n - d / decoy_n) for _, d, r in dist.select("v", "true", "false").iter_rows())
+    return tv, int(dist.filter(pl.col("false") == 0).get_column("true").sum())
+
+
 @pytest.mark.parametrize("arm", ["shifted", "redacted"])
-def test_no_single_field_tells_a_decoy(decoyed: Decoyed, arm: str):
-    """Decoy detection by field distributions: for each feature, the total-variation distance between real rows
-    and decoys is the best advantage any detector reading that feature alone can have. Every one but the form
-    stays small, and none is a certain tell (a value only decoys show, held by more than a few rows). The form is
-    the price of flat padding: a rare form is padded most, so a row of it is a decoy more often (an S-1 of the
-    demo: 54 of 62); that tells which rows are likelier decoys, never a real row's date."""
+def test_field_distributions_of_decoys(decoyed: Decoyed, arm: str):
+    """Decoy detection by field distributions, the figures: the total-variation distance between real rows and
+    decoys, per feature (the best advantage a detector reading that feature alone has). The padding cell (form and
+    time class) is the price of flat padding: a rare cell is padded most, so its rows are likelier decoys. What
+    must hold: no decoy is accepted on a day kind no real row is (a weekend), the publication lag and the row key's
+    alphabet are the real rows' own."""
     frame = decoyed.arms[arm].with_columns(decoy=pl.col("row_key").is_in(list(decoyed.decoys)))
-    worst = ("", 0.0)
-    for name, expr in _features(frame).items():
-        f = frame.select(expr.alias("v"), "decoy")
-        dist = f.group_by("v", "decoy").len().pivot(on="decoy", index="v", values="len").fill_null(0)
-        real_n, decoy_n = f.filter(~pl.col("decoy")).height, f.filter(pl.col("decoy")).height
-        tv = 0.5 * sum(abs(r / real_n - d / decoy_n) for _, d, r in dist.select("v", "true", "false").iter_rows())
-        only_decoys = dist.filter(pl.col("false") == 0).get_column("true").sum()
+    figures = {name: _tv(frame, expr) for name, expr in _features(frame).items()}
+    for name, (tv, _) in figures.items():
         _say(f"{arm}/field_tv/{name}", tv)
-        assert only_decoys <= 0.01 * decoy_n, (name, only_decoys)
-        if name != "form":
-            worst = max(worst, (name, tv), key=lambda x: x[1])
-    _say(f"{arm}/field_tv/worst_but_form({worst[0]})", worst[1])
-    assert worst[1] < THRESHOLD
+    acc = pl.col("acceptance_at").dt.convert_time_zone(_NY).dt.weekday()
+    weekend = frame.filter(acc >= 6)
+    assert weekend.filter(~pl.col("decoy")).height == 0
+    assert weekend.height == 0
+    assert figures["published_lag"][0] < 0.01
+    assert figures["row_key_first_digit"][0] < THRESHOLD
+
+
+def _cells(frame: pl.DataFrame) -> tuple[list[dt.date], list[Counter[tuple[str, int]]]]:
+    rows = frame.select("partition_date", "form", _segment(frame).fill_null(-1)).iter_rows()
+    table: dict[dt.date, Counter[tuple[str, int]]] = {}
+    for day, form, seg in rows:
+        table.setdefault(day, Counter())[form, seg] += 1
+    days = sorted(table)
+    return days, [table[d] for d in days]
+
+
+def containment(arm: pl.DataFrame, record: pl.DataFrame) -> list[_Map]:
+    """The shown arm holds every real row, so under the true alignment each shown day holds at least the record
+    day's rows of every (form, time class) cell: the lags with the fewest rows the shown arm lacks win."""
+    a_days, a = _cells(arm)
+    b_days, b = _cells(record)
+
+    def score(lag: int, lo: int, hi: int) -> float:
+        return sum(max(0, n - a[i][cell]) for i in range(lo, hi) for cell, n in b[i + lag].items()) / (hi - lo)
+
+    return _aligned(a_days, b_days, _best_lags(len(a), len(b), score))
+
+
+def test_containment_alignment(demo: Release, decoyed: Decoyed, blurred: pl.DataFrame):
+    record = demo.arm("main")
+    plain = _expected(_real_dates(demo, demo.arm("shifted"), frozenset()), containment(demo.arm("shifted"), record))
+    _say("shifted/containment/without_decoys", plain)
+    assert plain > 0.99
+    for name, arm in (("with_decoys", decoyed.arms["shifted"]), ("with_decoys_and_jitter", blurred)):
+        share = _expected(_real_dates(demo, arm, decoyed.decoys), containment(arm, record))
+        _say(f"shifted/containment/{name}", share)
+        assert share < THRESHOLD

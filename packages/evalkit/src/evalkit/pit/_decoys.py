@@ -39,19 +39,22 @@ from typing import Any
 import attrs
 import polars as pl
 
-from evalkit_core import Filing, Release, arm_rows, nyse, parse_instant
+from evalkit_core import Filing, Release, arm_rows, is_sec_business_day, nyse, parse_instant
 
-__all__ = ["DECOY_RULE", "Decoyed", "jittered", "with_decoys"]
+__all__ = ["DECOY_RULE", "Decoyed", "jittered", "time_class", "with_decoys"]
 
 _TAG = b"evalkit-decoy/1\x00"
 _NY = "America/New_York"
+# Parts of a New York day (seconds): before EDGAR opens, to the opening bell, to 17:30 (later filings are dated the
+# next business day), after.
+_SEGMENTS = ((0, 6 * 3600), (6 * 3600, 9 * 3600 + 1800), (9 * 3600 + 1800, 17 * 3600 + 1800), (17 * 3600 + 1800, 24 * 3600))
 DECOY_RULE = (
-    "every (filing date, form) cell of the window padded with decoys to one count per form: the largest of the "
-    "floor, the form's busiest day and twice its mean day (so every real row is copied at least once); the "
-    "form's real filings are taken in turn, in the order of HMAC-SHA256(secret, 'evalkit-decoy/1' NUL 'order' "
-    "NUL form NUL row_key), skipping those filed on the decoy's day or whose instants would move onto another "
+    "every (filing date, form, time class) cell of the window padded with decoys to one count per (form, time "
+    "class): the largest of the floor, its busiest day and twice its mean day (so every real row is copied at "
+    "least once); the cell's real filings are taken in turn, in the order of HMAC-SHA256(secret, "
+    "'evalkit-decoy/1' NUL 'order' NUL form NUL class NUL row_key), skipping those filed on the decoy's day or whose instants would move onto another "
     "kind of day (session or not), and moved to it (New York times of day kept) under the accession 'decoy-' + hex of the first 12 bytes of HMAC-SHA256(secret, 'evalkit-decoy/1' "
-    "NUL 'decoy' NUL date NUL form NUL k)"
+    "NUL 'decoy' NUL date NUL form NUL class NUL k)"
 )
 
 
@@ -72,11 +75,12 @@ def with_decoys(release: Release, *, floor: int = 0) -> Decoyed:
     if secret is None:
         raise ValueError(f"release {release.name} ({release.format}) has no mask secret to draw decoys from")
     main = release.arm("main")
-    templates: dict[str, list[dict[str, Any]]] = {}
-    counts: dict[tuple[dt.date, str], int] = {}
+    templates: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    counts: dict[tuple[dt.date, tuple[str, int]], int] = {}
     for row in main.sort("row_key").iter_rows(named=True):
-        templates.setdefault(row["form"], []).append(row)
-        counts[row["partition_date"], row["form"]] = counts.get((row["partition_date"], row["form"]), 0) + 1
+        cell = (row["form"], time_class(row["acceptance_at"]))
+        templates.setdefault(cell, []).append(row)
+        counts[row["partition_date"], cell] = counts.get((row["partition_date"], cell), 0) + 1
     days = sorted({d for d, _ in counts})
     calendar = nyse()
 
@@ -84,15 +88,16 @@ def with_decoys(release: Release, *, floor: int = 0) -> Decoyed:
         return calendar.session_on(day) is not None
 
     filings: list[Filing] = []
-    for form in sorted(templates):
-        real = sorted(templates[form], key=lambda t: _mac(secret, "order", form, t["row_key"]))
-        # as many on every day as the form's busiest day, and at least one copy of every real row of the form
-        most = max([floor, -(-2 * len(real) // len(days)), *(n for (_, g), n in counts.items() if g == form)])
+    for cell in sorted(templates):
+        name = f"{cell[0]}\x00{cell[1]}"
+        real = sorted(templates[cell], key=lambda t: _mac(secret, "order", name, t["row_key"]))
+        # as many on every day as the cell's busiest day, and at least one copy of every real row of the cell
+        most = max([floor, -(-2 * len(real) // len(days)), *(n for (_, c), n in counts.items() if c == cell)])
         turn = 0
         for day in days:
-            for k in range(most - counts.get((day, form), 0)):
+            for k in range(most - counts.get((day, cell), 0)):
                 turn = _next_template(real, turn, day, is_session)
-                filings.append(_decoy(secret, day, form, k, real[turn % len(real)]))
+                filings.append(_decoy(secret, day, name, k, real[turn % len(real)]))
                 turn += 1
     rows = [arm_rows(f, release.masks) for f in filings]
     keys = [r[0]["row_key"] for r in rows]
@@ -125,11 +130,10 @@ def _next_template(
         t = real[(turn + step) % len(real)]
         if t["partition_date"] == day:
             continue
-        delta = day - t["partition_date"]
         if all(
             is_session(_ny_day(m)) == is_session(_ny_day(v))
             for v in (t["acceptance_at"], t["disseminated_at"])
-            if v is not None and (m := _moved(v, delta)) is not None
+            if v is not None and (m := _moved(v, t["partition_date"], day)) is not None
         ):
             return turn + step
     return turn
@@ -141,33 +145,71 @@ def _ny_day(t: dt.datetime) -> dt.date:
     return t.astimezone(ZoneInfo(_NY)).date()
 
 
-def _decoy(secret: bytes, day: dt.date, form: str, k: int, t: Mapping[str, Any]) -> Filing:
-    h = _mac(secret, "decoy", day.isoformat(), form, str(k))
-    delta = day - t["partition_date"]
-    accepted = _moved(t["acceptance_at"], delta)
+def time_class(t: dt.datetime | None) -> int:
+    """Which of EDGAR's and the exchange's parts of a New York day an instant falls in (:data:`_SEGMENTS`): -1 for
+    none. Decoys pad each (form, class) cell; a jittered instant stays in its class."""
+    if t is None:
+        return -1
+    from zoneinfo import ZoneInfo
+
+    local = t.astimezone(ZoneInfo(_NY))
+    tod = local.hour * 3600 + local.minute * 60 + local.second
+    return next(i for i, (lo, hi) in enumerate(_SEGMENTS) if lo <= tod < hi)
+
+
+def _decoy(secret: bytes, day: dt.date, cell: str, k: int, t: Mapping[str, Any]) -> Filing:
+    h = _mac(secret, "decoy", day.isoformat(), cell, str(k))
+    accepted = _moved(t["acceptance_at"], t["partition_date"], day)
     return Filing(
         accession="decoy-" + h[:12].hex(),
         cik=t["cik"] or "",
         issuer=t["issuer"] or "",
-        form=form,
+        form=t["form"],
         partition_date=day,
-        published_at=t["published_at"] + delta,
+        published_at=day + (t["published_at"] - t["partition_date"]),
         acceptance_at=accepted,
         acceptance_real=accepted,
-        disseminated_at=_moved(t["disseminated_at"], delta),
+        disseminated_at=_moved(t["disseminated_at"], t["partition_date"], day),
         flags=("decoy",),
     )
 
 
-def _moved(t: dt.datetime | None, delta: dt.timedelta) -> dt.datetime | None:
-    """``t`` moved by whole days in New York wall-clock time (its New York time of day kept across DST)."""
+def _moved(t: dt.datetime | None, origin: dt.date, day: dt.date) -> dt.datetime | None:
+    """``t``, an instant of a filing dated ``origin``, for the same filing dated ``day``: as many SEC business days
+    before (or after) ``day`` as it was from ``origin``, at the same New York time of day (a Friday-evening
+    acceptance of a Monday filing stays a Friday evening; any other day moves by the calendar)."""
     if t is None:
         return None
     from zoneinfo import ZoneInfo
 
     ny = ZoneInfo(_NY)
-    local = t.astimezone(ny).replace(tzinfo=None) + delta
-    return local.replace(tzinfo=ny).astimezone(dt.UTC)
+    local = t.astimezone(ny)
+    at = local.date()
+    if is_sec_business_day(at) and is_sec_business_day(origin):
+        steps = _business_days_between(at, origin)
+        target = day
+        for _ in range(abs(steps)):
+            target = _step(target, -1 if steps > 0 else 1)
+    else:
+        target = at + (day - origin)
+    return dt.datetime.combine(target, local.time().replace(tzinfo=None)).replace(tzinfo=ny).astimezone(dt.UTC)
+
+
+def _business_days_between(a: dt.date, b: dt.date) -> int:
+    """SEC business days from ``a`` to ``b`` (both business days): positive when ``a`` is earlier."""
+    sign, lo, hi = (1, a, b) if a <= b else (-1, b, a)
+    n, d = 0, lo
+    while d < hi:
+        d = _step(d, 1)
+        n += 1
+    return sign * n
+
+
+def _step(day: dt.date, direction: int) -> dt.date:
+    d = day + dt.timedelta(days=direction)
+    while not is_sec_business_day(d):
+        d += dt.timedelta(days=direction)
+    return d
 
 
 def _frame(rows: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
@@ -191,15 +233,13 @@ def _joined(arm: pl.DataFrame, rows: Sequence[Mapping[str, Any]]) -> pl.DataFram
 
 # --- times of day ------------------------------------------------------------------------------------------------
 
-# EDGAR's day in New York wall-clock time: before it opens, while it dates filings that day, after 17:30 (dated the
-# next business day). A jittered instant stays in its own segment, so the filing-date rule still reads right.
-_SEGMENTS = ((0, 6 * 3600), (6 * 3600, 17 * 3600 + 1800), (17 * 3600 + 1800, 24 * 3600))
 
 
 def jittered(arm: pl.DataFrame, secret: bytes, opens: Sequence[dt.datetime]) -> pl.DataFrame:
     """``arm`` with every ``acceptance_at`` moved to a second drawn from the secret (HMAC-SHA256(secret,
     'evalkit-decoy/1' NUL 'tod' NUL row_key)), uniform over what keeps every fact a clock reads: the same New York
-    date, the same EDGAR segment of it (before 06:00, to 17:30, after), and the same interval between two opening
+    date, the same class of it (:func:`time_class`: before EDGAR opens at 06:00, to the 09:30 bell, to 17:30,
+    after; the filing-date rule still reads right), and the same interval between two opening
     bells (``opens``: the calendar's bells in order), so the row enters at the same session under every clock.
     A measured design, not served yet (see the module docstring)."""
     import bisect
