@@ -22,7 +22,7 @@ import pytest
 
 from evalkit.pit._decoders import THRESHOLD
 from evalkit.pit._decoys import Decoyed, jittered, with_decoys
-from evalkit_core import Release, nyse, with_entry
+from evalkit_core import Release, is_sec_business_day, nyse, with_entry
 from evalkit_core._synth import write_demo_release
 
 _NY = "America/New_York"
@@ -482,3 +482,55 @@ def test_containment_alignment(demo: Release, decoyed: Decoyed, blurred: pl.Data
         share = _expected(_real_dates(demo, arm, decoyed.decoys), containment(arm, record))
         _say(f"shifted/containment/{name}", share)
         assert share < THRESHOLD
+
+
+# --- a hidden window: a secret number of decoy-only days before the window, the rest after it ---------------------
+
+
+def _business_days(start: dt.date, n: int, direction: int) -> list[dt.date]:
+    out: list[dt.date] = []
+    d = start
+    while len(out) < n:
+        d += dt.timedelta(days=direction)
+        if is_sec_business_day(d):
+            out.append(d)
+    return out
+
+
+def _placement_score(a: Sequence[Counter[tuple[str, int]]], b: Sequence[Counter[tuple[str, int]]], lag: int) -> tuple[int, int]:
+    """Rows of the record the shown days lack at this placement (containment), then the per-cell L1 distance."""
+    lacks = sum(max(0, n - a[i + lag][cell]) for i in range(len(b)) for cell, n in b[i].items())
+    l1 = sum(abs(a[i + lag][c] - b[i][c]) for i in range(len(b)) for c in set(a[i + lag]) | set(b[i]))
+    return lacks, l1
+
+
+@pytest.mark.parametrize("extra", [24])
+def test_a_hidden_window_against_the_window_and_the_record(demo: Release, extra: int):
+    """Not built into the runner: the measurement that says whether it would hold. The run covers February; the
+    masked arm shows ``extra`` more days of decoys only, a secret number of them before February and the rest
+    after. The attacker knows the window, ``extra`` and the record, and scores every placement by containment
+    and by per-day counts; it picks uniformly among the best. Its expected recovery is the probability that it
+    names the right placement (then every real row's date is right)."""
+    secret = demo.masks.shift_secret
+    assert secret is not None
+    run = demo.select(start=dt.date(2023, 2, 1), end=dt.date(2023, 2, 28))
+    record = run.arm("main")
+    real_days = sorted(set(record.get_column("partition_date").to_list()))
+    recovered: list[float] = []
+    for lead in (0, extra // 3, extra // 2, extra):  # the secret's draw, at several values
+        padding = _business_days(real_days[0], lead, -1) + _business_days(real_days[-1], extra - lead, 1)
+        dec = with_decoys(run, extra_days=padding)
+        arm = jittered(dec.arms["shifted"], secret, [s.open for s in nyse().all])
+        a_days, a = _cells(arm)
+        b_days, b = _cells(record)
+        assert len(a_days) == len(b_days) + extra
+
+        scores = {lag: _placement_score(a, b, lag) for lag in range(extra + 1)}
+        best = min(scores.values())
+        tied = [lag for lag, s in scores.items() if s == best]
+        share = (lead in tied) / len(tied)
+        recovered.append(share)
+        _say(f"shifted/hidden_window_{extra}/lead_{lead}", share)
+    mean = sum(recovered) / len(recovered)
+    _say(f"shifted/hidden_window_{extra}/mean", mean)
+    assert mean < THRESHOLD

@@ -3,29 +3,32 @@
 What this is for (issue 29, item 6): the agent is called once per real session and sees exactly the rows knowable
 at each, so the per-day counts and form mixes of a masked arm are the real ones whatever dates are printed on
 them; an attacker holding the real per-day record slides them along it and gets the shifted arm's dates back
-(``count_alignment`` in :mod:`evalkit.pit._decoders`). Decoys pad every (filing date, form) cell of the run's
-window to one count per form (the largest of ``floor``, the form's busiest day and twice its mean day), so the
-shown per-day counts and form mixes are flat and line up with every stretch of the record equally badly.
+(``count_alignment`` in :mod:`evalkit.pit._decoders`). Decoys pad every (filing date, form, time class) cell of
+the run's window (:func:`time_class`: the part of the New York day the acceptance falls in) to one count per
+(form, time class): the largest of ``floor``, its busiest day and twice its mean day. So the shown per-day counts
+and mixes are flat, and under any alignment every record cell fits inside the shown one.
 
-A decoy is a real filing of the same form moved to another day: its form, its filing-date to publication-date
-lag, its New York times of day and its dissemination pattern are a real row's, its row key is the release's
-keyed hash of an accession number drawn from the secret (the same derivation and the same alphabet as every real
-key), and it is written through the release writer's own :func:`evalkit_core.arm_rows`, so its masked rows are
-made exactly as a real filing's are. The form's real filings serve as templates in turn (in an order drawn from
-the secret), so every real row is copied at least once and no (form, time of day) is left that only a real row
-shows; a template is never taken from the decoy's own day (two rows with one form and one instant on one day
-would point at the real one). Which rows are decoys is :attr:`Decoyed.decoys`, computed harness-side from the
-secret; nothing in a decoy's fields says it.
+A decoy is a real filing of the same cell moved to another day: its form, its publication lag, its New York
+times of day and its acceptance and dissemination as many SEC business days from its filing date as they were
+(a Friday-evening acceptance of a Monday filing stays a Friday evening). Its row key is the release's keyed hash
+of an accession number drawn from the secret (the same derivation and alphabet as every real key), and it is
+written through the release writer's own :func:`evalkit_core.arm_rows`, so its masked rows are made exactly as a
+real filing's are. The cell's real filings serve as templates in turn (in an order drawn from the secret), so
+every real row is copied at least once and no (form, time of day) is left that only a real row shows; a template
+is never taken from the decoy's own day, nor one whose instants would land on another kind of day (a session or
+not). Which rows are decoys is :attr:`Decoyed.decoys`, computed harness-side from the secret.
+
+:func:`jittered` draws each shown acceptance instant from the secret, within what every clock reads (same New
+York date, time class and interval between bells): exact and nearest time-of-day lookups in the record then fail.
 
 Same release, same secret, same ``floor``: the same decoys, byte for byte. A release without a mask secret
 (format 2) has none to draw from, and :func:`with_decoys` refuses it.
 
-Not served yet: no run adds decoys, and no receipt counts them. What decoys do and cannot do is measured in
-``tests/evalkit/pit/test_pit_masks_decoys.py`` and said in docs/pit-harness.md ("Decoys"): they hide the
-alignment of whole days, never a row whose own shown fields (form and New York time of day, or form and real
-date) are unique in the record; such a row is looked up, decoys or not, and every decoy looked up the same way
-names a wrong date, so the real row's answer stays right. Nor do they hide the window: a known window anchors the
-first shown session, and then a row is real exactly when its form, date and time of day are in the record.
+Not served yet: no run adds decoys or draws times, and no receipt counts them. What they do and cannot do is
+measured in ``tests/evalkit/pit/test_pit_masks_decoys.py`` and said in docs/pit-harness.md ("Decoys and drawn
+times of day"): they hide the alignment of whole days, never a row whose own shown fields are unique in the
+record (only drawn times hide those); they do not hide the window (a known window gives the offset); and in the
+redacted arm, which shows real dates, a record holder names every row whose (form, date) is unique, decoys or not.
 """
 
 from __future__ import annotations
@@ -69,8 +72,10 @@ class Decoyed:
     decoys: frozenset[str]
 
 
-def with_decoys(release: Release, *, floor: int = 0) -> Decoyed:
-    """Decoys for ``release`` (narrowed to the run) drawn from its mask secret (see the module docstring)."""
+def with_decoys(release: Release, *, floor: int = 0, extra_days: Sequence[dt.date] = ()) -> Decoyed:
+    """Decoys for ``release`` (narrowed to the run) drawn from its mask secret (see the module docstring);
+    ``extra_days`` (real-side filing dates inside the release's shift table) hold decoys only: the padding of a
+    hidden window."""
     secret = release.masks.shift_secret
     if secret is None:
         raise ValueError(f"release {release.name} ({release.format}) has no mask secret to draw decoys from")
@@ -81,7 +86,7 @@ def with_decoys(release: Release, *, floor: int = 0) -> Decoyed:
         cell = (row["form"], time_class(row["acceptance_at"]))
         templates.setdefault(cell, []).append(row)
         counts[row["partition_date"], cell] = counts.get((row["partition_date"], cell), 0) + 1
-    days = sorted({d for d, _ in counts})
+    days = sorted({d for d, _ in counts} | set(extra_days))
     calendar = nyse()
 
     def is_session(day: dt.date) -> bool:
