@@ -534,3 +534,28 @@ def test_a_hidden_window_against_the_window_and_the_record(demo: Release, extra:
     mean = sum(recovered) / len(recovered)
     _say(f"shifted/hidden_window_{extra}/mean", mean)
     assert mean < THRESHOLD
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_figures_do_not_hang_on_one_secret(demo: Release, seed: int):
+    """The same attackers against decoys and drawn times made from other secrets (the shift kept: only the
+    decoys and times change)."""
+    import attrs
+
+    secret = bytes([seed]) * 32
+    other = attrs.evolve(demo, masks=attrs.evolve(demo.masks, shift_secret=secret))
+    dec = with_decoys(other)
+    arm = jittered(dec.arms["shifted"], secret, [s.open for s in nyse().all])
+    record = demo.arm("main")
+    pairs = _real_dates(demo, arm, dec.decoys)
+    truth: dict[str, dt.date] = dict(record.select("row_key", "partition_date").iter_rows())
+    near = nearest_time_of_day(arm, record)
+    real = [k for k in arm.get_column("row_key").to_list() if k not in dec.decoys]
+    figures = {
+        attack.__name__: _expected(pairs, attack(arm, record))
+        for attack in (count_alignment, total_correlation, form_mix_nearest, entry_counts, containment)
+    }
+    figures["nearest_time_of_day"] = sum(near[k].count(truth[k]) / len(near[k]) for k in real if k in near) / len(real)
+    for name, value in figures.items():
+        _say(f"shifted/secret_{seed}/{name}", value)
+    assert max(figures.values()) < THRESHOLD
