@@ -9,6 +9,7 @@ call (:mod:`evalkit.pit._replay`), and reports each field where the receipt and 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,6 +20,7 @@ import attrs
 
 from evalkit.pit._bindings import environment, harness_block
 from evalkit.pit._config import load_config
+from evalkit.pit._trajfile import TrajectoryFileError, trajectory_digest, trajectory_lines
 from evalkit_core import (
     ConfigError,
     EvalkitError,
@@ -161,15 +163,20 @@ def verify_pit_receipt(
     traj = Path(trajectory) if trajectory is not None else Path(str(_get(body, "trajectory", "path") or ""))
     traj_ok = traj.is_file()
     if traj_ok:
-        got = file_digest(traj)
         want = binding.get("trajectory_sha256")
-        checks.append(
-            Check(
-                "trajectory_sha256",
-                got == want,
-                "" if got == want else f"{traj} has {got}, receipt binds {want}",
+        try:
+            got = trajectory_digest(traj)  # of the canonical stream, decompressed when stored compressed
+        except TrajectoryFileError as exc:
+            traj_ok = False
+            checks.append(_mismatch("trajectory_sha256", str(exc)))
+        else:
+            checks.append(
+                Check(
+                    "trajectory_sha256",
+                    got == want,
+                    "" if got == want else f"{traj} has {got}, receipt binds {want}",
+                )
             )
-        )
     else:
         checks.append(_mismatch("trajectory_sha256", f"{traj}: not found"))
 
@@ -196,7 +203,7 @@ def verify_pit_receipt(
     if receipt is None:
         return checks
     if problems or not traj_ok:
-        why = "the release does not match its digests" if problems else f"{traj} not found"
+        why = "the release does not match its digests" if problems else f"{traj} not found or not readable"
         checks.append(_not_checked("replay", why))
     else:
         checks.extend(_replay(body, traj, bundle_path, Path(prices) if prices is not None else None))
@@ -343,44 +350,73 @@ def _manifest_digest(root: Path) -> str | None:
 
 
 class _EventReader:
-    """The events of a trajectory file, one line at a time, noting what is wrong with the lines (not JSON, not
-    canonical, seq gaps) in ``problems``. Reading stops at a line that is not a JSON object."""
+    """The events of a trajectory file (plain or compressed), one line at a time, noting what is wrong with the
+    lines (not JSON, not canonical, seq gaps, a damaged compressed file) in ``problems``. Reading stops at a line
+    that is not a JSON object; :meth:`drain` then counts and hashes the rest of the stream, so that ``lines`` and
+    ``digest`` are the whole stream's without reading the file again."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.problems: list[str] = []
         self.lines = 0
         self.first: dict[str, Any] | None = None
+        self._hash = hashlib.sha256()
+        self._raw = trajectory_lines(path)
+        self.readable = True
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + self._hash.hexdigest()
+
+    def drain(self) -> None:
+        """Count and hash what was not read (after a line that stopped the reading)."""
+        try:
+            for raw in self._raw:
+                self.lines += 1
+                self._hash.update(raw)
+        except TrajectoryFileError as exc:
+            self._unreadable(exc)
+
+    def _unreadable(self, exc: TrajectoryFileError) -> None:
+        self.readable = False
+        self.problems.append(str(exc))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            yield from self._events()
+        except TrajectoryFileError as exc:
+            self._unreadable(exc)
+
+    def _events(self) -> Iterator[dict[str, Any]]:
         seq_reported = False
-        with self.path.open("rb") as fh:
-            for n, raw in enumerate(fh, start=1):
-                self.lines = n
-                if not raw.endswith(b"\n"):
-                    self.problems.append(f"line {n}: the file does not end with a newline")
-                line = raw.rstrip(b"\n")
-                try:
-                    event = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    self.problems.append(f"line {n}: not JSON")
-                    return
-                if not isinstance(event, dict):
-                    self.problems.append(f"line {n}: not a JSON object")
-                    return
-                ev = cast("dict[str, Any]", event)
-                if canonical_bytes(ev) != line:
-                    self.problems.append(
-                        f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)"
-                    )
-                if ev.get("seq") != n - 1 and not seq_reported:
-                    seq_reported = True
-                    self.problems.append(
-                        f"line {n}: seq is {ev.get('seq')!r}, expected {n - 1} (a line was dropped, added or moved)"
-                    )
-                if self.first is None:
-                    self.first = ev
-                yield ev
+        for raw in self._raw:
+            self.lines += 1
+            n = self.lines
+            self._hash.update(raw)
+            if not raw.endswith(b"\n"):
+                self.problems.append(f"line {n}: the file does not end with a newline")
+            line = raw.rstrip(b"\n")
+            try:
+                event = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                self.problems.append(f"line {n}: not JSON")
+                return
+            if not isinstance(event, dict):
+                self.problems.append(f"line {n}: not a JSON object")
+                return
+            ev = cast("dict[str, Any]", event)
+            if canonical_bytes(ev) != line:
+                self.problems.append(
+                    f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)"
+                )
+            if ev.get("seq") != n - 1 and not seq_reported:
+                seq_reported = True
+                self.problems.append(
+                    f"line {n}: seq is {ev.get('seq')!r}, expected {n - 1} (a line was dropped, added or moved)"
+                )
+            if self.first is None:
+                self.first = ev
+            yield ev
 
 
 @attrs.frozen
@@ -450,7 +486,10 @@ def replay_body(
     walk_problems, counts = replay_trajectory(stream, config, release, calendar, (start, end))
     for _ in stream:  # the walk may stop early: the scorer still sees every event
         pass
+    reader.drain()
     problems = reader.problems + walk_problems
+    if not reader.readable and not score_error:
+        score_error.append(reader.problems[-1])
     score = None
     if not score_error:
         try:
@@ -471,8 +510,9 @@ def replay_body(
         sessions=sessions,
         prices=loaded.statement() if loaded is not None else None,
         trajectory_path=str(_get(body, "trajectory", "path")),
-        trajectory_events=_count_lines(traj),
-        trajectory_sha256=file_digest(traj),
+        trajectory_events=reader.lines,
+        trajectory_sha256=reader.digest,
+        trajectory_encoding=cast("str | None", _get(body, "trajectory", "encoding")),  # how the run stored it
         calendar_sha256=calendar.digest,
         network_scope=str(_get(body, "network", "scope")),
         harness=cast("dict[str, Any]", body.get("harness") or {"source_sha256": None}),
@@ -505,11 +545,6 @@ def _replay(body: Mapping[str, Any], traj: Path, bundle: Path, prices_path: Path
             what += "; returns not recomputed"
         checks.append(Check("replay", ok=True, detail=what))
     return checks
-
-
-def _count_lines(traj: Path) -> int:
-    with traj.open("rb") as fh:
-        return sum(1 for _ in fh)
 
 
 def _show(value: object) -> str:
