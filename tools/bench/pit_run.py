@@ -58,7 +58,7 @@ SEED = 20221101
 CHILD = r"""
 import json, os, resource, sys, time
 t0 = time.perf_counter()
-from evalkit.pit import RunConfig, run, stub_agent
+from evalkit.pit import RunConfig, run, stub_agent, trajectory_chunks
 from evalkit_core import Release, nyse
 t_import = time.perf_counter() - t0
 tc = time.perf_counter()
