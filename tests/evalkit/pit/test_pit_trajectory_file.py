@@ -327,3 +327,26 @@ def test_the_report_and_browser_read_both_forms_alike(both_forms):
     assert cells == trajectory_cells(zst["trajectory"])
     assert len(cells) >= 9
     assert sum(len(c["sessions"]) for c in cells if c["arm"] != "probe") == 9 * plain["result"].body["window"]["sessions"]
+
+
+def test_verify_reads_the_trajectory_once_and_line_by_line(both_forms, monkeypatch):
+    """The replay hashes the stream as it walks it: one read of the file, never the whole of it at once."""
+    opened: list[Path] = []
+    largest: list[int] = [0]
+    real = trajfile.trajectory_chunks
+
+    def counting(path: str | Path):
+        opened.append(Path(path))
+        for chunk in real(path):
+            largest[0] = max(largest[0], len(chunk))
+            yield chunk
+
+    monkeypatch.setattr(trajfile, "trajectory_chunks", counting)
+    monkeypatch.setattr(trajfile, "_CHUNK", 4096)
+    zst = both_forms["zst"]
+    checks = _verify(both_forms, zst["receipt"], zst["trajectory"])
+    assert _bad(checks) == []
+    assert next(c for c in checks if c.name == "trajectory_sha256").ok
+    assert opened == [zst["trajectory"]]
+    stream_bytes = len(b"".join(real(zst["trajectory"])))
+    assert 0 < largest[0] <= 4096 < stream_bytes

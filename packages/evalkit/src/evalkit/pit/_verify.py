@@ -161,24 +161,9 @@ def verify_pit_receipt(
         )
 
     traj = Path(trajectory) if trajectory is not None else Path(str(_get(body, "trajectory", "path") or ""))
-    traj_ok = traj.is_file()
-    if traj_ok:
-        want = binding.get("trajectory_sha256")
-        try:
-            got = trajectory_digest(traj)  # of the canonical stream, decompressed when stored compressed
-        except TrajectoryFileError as exc:
-            traj_ok = False
-            checks.append(_mismatch("trajectory_sha256", str(exc)))
-        else:
-            checks.append(
-                Check(
-                    "trajectory_sha256",
-                    got == want,
-                    "" if got == want else f"{traj} has {got}, receipt binds {want}",
-                )
-            )
-    else:
-        checks.append(_mismatch("trajectory_sha256", f"{traj}: not found"))
+    traj_found = traj.is_file()
+    # the trajectory_sha256 line goes here, once the stream has been read (by the replay, when it runs)
+    traj_at = len(checks)
 
     bundle_path = Path(bundle)
     try:
@@ -200,13 +185,38 @@ def verify_pit_receipt(
     checks.append(_calendar_check(body, binding))
     checks.extend(_environment_notes(body, binding))
 
+    # The stream is read once: by the replay, which hashes it as it goes, or (when there is no replay) here.
+    replayed: list[Check] | None = None
+    got: str | None = None
+    unreadable: str | None = None
+    if receipt is not None and not problems and traj_found:
+        result = replay_body(body, traj, bundle_path, Path(prices) if prices is not None else None)
+        got, unreadable = result.digest, result.unreadable
+        if unreadable is None:
+            replayed = _replay_checks(body, result)
+    if traj_found and got is None and unreadable is None:
+        try:
+            got = trajectory_digest(traj)  # of the canonical stream, decompressed when stored compressed
+        except TrajectoryFileError as exc:
+            unreadable = str(exc)
+    want_traj = binding.get("trajectory_sha256")
+    if not traj_found:
+        traj_check = _mismatch("trajectory_sha256", f"{traj}: not found")
+    elif unreadable is not None:
+        traj_check = _mismatch("trajectory_sha256", unreadable)
+    else:
+        traj_check = Check(
+            "trajectory_sha256", got == want_traj, "" if got == want_traj else f"{traj} has {got}, receipt binds {want_traj}"
+        )
+    checks.insert(traj_at, traj_check)
+
     if receipt is None:
         return checks
-    if problems or not traj_ok:
+    if replayed is None:
         why = "the release does not match its digests" if problems else f"{traj} not found or not readable"
         checks.append(_not_checked("replay", why))
     else:
-        checks.extend(_replay(body, traj, bundle_path, Path(prices) if prices is not None else None))
+        checks.extend(replayed)
     agent = _get(body, "agent", "code")
     if isinstance(agent, dict) and cast("dict[str, Any]", agent).get("kind") == "module":
         code = cast("dict[str, Any]", agent)
@@ -431,6 +441,8 @@ class Replay:
     events: int
     error: str | None = None
     priced: bool = False
+    digest: str | None = None  # of the whole stream, when the replay read it to its end
+    unreadable: str | None = None  # why the file could not be read to its end (a damaged compressed stream)
 
 
 def replay_body(
@@ -496,8 +508,12 @@ def replay_body(
             score = scorer.result()
         except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
             score_error.append(f"the events cannot be scored ({type(exc).__name__}: {exc})")
+    digest_read = reader.digest if reader.readable else None
+    unreadable = None if reader.readable else reader.problems[-1]
     if score is None:
-        return Replay(None, problems, counts, 0, reader.lines, error=score_error[0])
+        return Replay(
+            None, problems, counts, 0, reader.lines, error=score_error[0], digest=digest_read, unreadable=unreadable
+        )
     first = reader.first or {}
     agent = dict(cast("dict[str, Any]", body.get("agent") or {}))
     # The name the trajectory recorded; the spec and code are the receipt's.
@@ -521,11 +537,11 @@ def replay_body(
         bounds=cast("dict[str, Any]", body["bounds"]) if isinstance(body.get("bounds"), dict) else None,
     )
     replayed = assemble_body(inputs, score)
-    return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None)
+    return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None, digest=digest_read,
+                  unreadable=unreadable)
 
 
-def _replay(body: Mapping[str, Any], traj: Path, bundle: Path, prices_path: Path | None) -> list[Check]:
-    result = replay_body(body, traj, bundle, prices_path)
+def _replay_checks(body: Mapping[str, Any], result: Replay) -> list[Check]:
     checks = [_mismatch("trajectory", p) for p in result.problems]
     if result.body is None:
         return [*checks, _mismatch("replay", result.error or "cannot replay")]
