@@ -350,3 +350,51 @@ def test_verify_reads_the_trajectory_once_and_line_by_line(both_forms, monkeypat
     assert opened == [zst["trajectory"]]
     stream_bytes = len(b"".join(real(zst["trajectory"])))
     assert 0 < largest[0] <= 4096 < stream_bytes
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    others=st.dictionaries(st.text(max_size=6), _JSON, max_size=4),
+    result=st.dictionaries(st.text(max_size=6), _JSON, max_size=4),
+    kind=st.sampled_from(["tool_call", "decision", "tool_call"]),
+)
+def test_the_readers_one_pass_encoding_is_canonical_bytes(others, result, kind):
+    """verify checks a tool call's line and keeps its result's bytes in one encoding: the same bytes as
+    canonical_bytes, whatever the keys (a non-ASCII or escaped key falls back to canonical_bytes)."""
+    from evalkit.pit._verify import _encode_event  # pyright: ignore[reportPrivateUsage]
+    from evalkit_core import canonical_bytes
+
+    event = {**others, "type": kind, "result": result}
+    line, kept = _encode_event(event)
+    assert line == canonical_bytes(event)
+    if kept is not None:
+        assert kind == "tool_call"
+        assert kept == canonical_bytes(result)
+
+
+def test_a_forged_tool_answer_in_a_compressed_trajectory_is_caught_by_the_replay(both_forms, tmp_path):
+    from evalkit.pit._verify import replay_body
+    from evalkit_core import canonical_bytes
+
+    zst = both_forms["zst"]
+    lines = list(trajectory_lines(zst["trajectory"]))
+    n = next(i for i, raw in enumerate(lines) if b'"type":"tool_call"' in raw and b'"rows":[{' in raw)
+    event = json.loads(lines[n])
+    event["result"]["rows"][0]["title"] = "a title the release never served"
+    lines[n] = canonical_bytes(event) + b"\n"
+    forged = tmp_path / "forged.jsonl.zst"
+    forged.write_bytes(_sink_bytes(lines, "jsonl+zstd")[0])
+    body = read_receipt(zst["receipt"])["body"]
+    replayed = replay_body(body, forged, both_forms["release"], both_forms["prices"])
+    assert any(p.startswith(f"line {n + 1}: the answer to ") and "not what the release serves" in p
+               for p in replayed.problems), replayed.problems
+    bad = _bad(_verify(both_forms, zst["receipt"], forged))
+    assert any(b.startswith("trajectory_sha256:") for b in bad)
+    assert any(b.startswith("trajectory: line ") for b in bad)

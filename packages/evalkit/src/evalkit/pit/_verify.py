@@ -27,6 +27,7 @@ from evalkit_core import (
     ReceiptError,
     ReleaseError,
     canonical_bytes,
+    canonical_object,
     check_receipt,
     check_release,
     check_signature,
@@ -373,6 +374,15 @@ class _EventReader:
         self._hash = hashlib.sha256()
         self._raw = trajectory_lines(path)
         self.readable = True
+        # the last tool_call event read, with its result's canonical bytes (encoded once, for the replay's compare)
+        self.held: tuple[Mapping[str, Any], bytes] | None = None
+
+    def encoded_result(self, event: Mapping[str, Any]) -> bytes:
+        """``canonical_bytes(event["result"])``, taken from the line's own check when ``event`` is the last read."""
+        held = self.held
+        if held is not None and held[0] is event:
+            return held[1]
+        return canonical_bytes(event.get("result"))
 
     @property
     def digest(self) -> str:
@@ -415,7 +425,9 @@ class _EventReader:
                 self.problems.append(f"line {n}: not a JSON object")
                 return
             ev = cast("dict[str, Any]", event)
-            if canonical_bytes(ev) != line:
+            encoded, result = _encode_event(ev)
+            self.held = (ev, result) if result is not None else None
+            if encoded != line:
                 self.problems.append(
                     f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)"
                 )
@@ -427,6 +439,21 @@ class _EventReader:
             if self.first is None:
                 self.first = ev
             yield ev
+
+
+def _encode_event(ev: Mapping[str, Any]) -> tuple[bytes, bytes | None]:
+    """``canonical_bytes(ev)``, and for a tool call its result's canonical bytes too (the replay compares them with
+    the answer it re-serves: the biggest value of the trajectory is then encoded once, not twice)."""
+    result = ev.get("result")
+    if ev.get("type") != "tool_call" or not isinstance(result, dict):
+        return canonical_bytes(ev), None
+    result_bytes = canonical_bytes(cast("dict[str, Any]", result))
+    members = {k: canonical_bytes(v).decode() for k, v in ev.items() if k != "result"}
+    members["result"] = result_bytes.decode()
+    try:
+        return canonical_object(members).encode(), result_bytes
+    except ValueError:  # a key canonical_object does not take (not a line the harness writes)
+        return canonical_bytes(ev), None
 
 
 @attrs.frozen
@@ -495,7 +522,9 @@ def replay_body(
             yield event
 
     stream = scored()
-    walk_problems, counts = replay_trajectory(stream, config, release, calendar, (start, end))
+    walk_problems, counts = replay_trajectory(
+        stream, config, release, calendar, (start, end), encoded_result=reader.encoded_result
+    )
     for _ in stream:  # the walk may stop early: the scorer still sees every event
         pass
     reader.drain()
