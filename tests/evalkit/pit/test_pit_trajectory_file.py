@@ -398,3 +398,16 @@ def test_a_forged_tool_answer_in_a_compressed_trajectory_is_caught_by_the_replay
     bad = _bad(_verify(both_forms, zst["receipt"], forged))
     assert any(b.startswith("trajectory_sha256:") for b in bad)
     assert any(b.startswith("trajectory: line ") for b in bad)
+
+
+def test_the_report_finds_a_compressed_trajectory_beside_its_receipt(both_forms, tmp_path):
+    from evalkit_cli._report_pit import pit_model
+
+    zst = both_forms["zst"]
+    shutil.copyfile(zst["receipt"], tmp_path / "receipt.json")
+    shutil.copyfile(zst["trajectory"], tmp_path / "trajectory.jsonl.zst")
+    model = pit_model(tmp_path / "receipt.json", trajectory=None, bundle=both_forms["release"],
+                      prices=both_forms["prices"], home=None)
+    assert model["source"]["trajectory"] == str(tmp_path / "trajectory.jsonl.zst")
+    found = json.dumps(model, default=str)
+    assert '"name": "trajectory_sha256", "status": "ok"' in found

@@ -235,7 +235,7 @@ def pit_model(
     if trajectory is None:
         recorded = cast("dict[str, Any]", body.get("trajectory") or {}).get("path")
         candidates = [Path(str(recorded))] if recorded else []
-        candidates += [path.parent / "trajectory.jsonl"]
+        candidates += [path.parent / "trajectory.jsonl", path.parent / "trajectory.jsonl.zst"]
         if recorded:
             candidates.append(path.parent / Path(str(recorded)).name)
         trajectory = next((c for c in candidates if c.is_file()), None)
