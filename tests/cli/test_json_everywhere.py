@@ -41,7 +41,9 @@ def _leaves() -> Iterator[tuple[str, Any]]:
 
 COMMANDS = dict(_leaves())
 
-NO_JSON: dict[str, str] = {}
+NO_JSON: dict[str, str] = {
+    "trajectory cat": "its output is the trajectory's canonical JSONL stream itself (read in tests/evalkit/pit/test_pit_trajectory_file.py)",
+}
 
 NOT_RUN_HERE: dict[str, str] = {
     "certify": "needs a PIT receipt with a holdout; its --json is parsed in tests/evalkit/pit/test_pit_certificate.py",

@@ -116,6 +116,9 @@ BAD: list[tuple[str, list[str], str]] = [
     ("tasks import", ["nothing", "--out", "bank"], "nothing"),
     ("tasks validate", ["no-bank"], "no-bank"),
     ("train grpo", ["--campaign", "no-campaign"], "no-campaign"),
+    ("trajectory cat", ["no-trajectory.jsonl.zst"], "no-trajectory.jsonl.zst"),
+    ("trajectory cat", ["a-dir"], "a-dir"),
+    ("trajectory cat", ["cut.jsonl.zst"], "cut.jsonl.zst: not a readable zstd trajectory"),
     ("verify", ["no-receipt.json"], "no-receipt.json"),
     ("verify", ["bad.json"], "bad.json"),
     ("view", ["no-dir"], "no-dir"),
@@ -130,6 +133,7 @@ def _fixtures(d: Path) -> None:
     (d / "typo.json").write_text(json.dumps({"bundel_path": "x"}))
     (d / "empty.csv").write_text("ticker,date,open,high,low,close,volume\n")
     (d / "notes.txt").write_text("a file, not a directory\n")
+    (d / "cut.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd\x00")  # the zstd magic, then a frame cut short
     (d / "a-dir").mkdir()
     (d / "a-dir-with-files").mkdir()
     (d / "a-dir-with-files" / "keep.txt").write_text("mine\n")

@@ -1,12 +1,15 @@
 """Benchmark the PIT run at the density of a real five-month EDGAR release.
 
-    uv run python tools/bench/pit_run.py [--workdir DIR] [--skip-full] [--list-calls N]
+    uv run python tools/bench/pit_run.py [--workdir DIR] [--skip-full] [--list-calls N] [--trajectory NAME]
 
 Builds (once; reused when present) a synthetic release of 287,929 rows over 2022-11-01..2023-03-31 with
 ``evalkit_core._synth.write_synth_release``, then measures, each in a fresh child process:
 
   (a) the stub over 2023-03-01..2023-03-10, forms 8-K, 9 cells      target < 1 s of harness beyond the agent
   (b) the stub over the full window, all forms, 9 cells               target < 60 s and < 2 GB
+
+Each writes its trajectory as ``--trajectory NAME`` (default ``trajectory.jsonl``; ``trajectory.jsonl.zst`` writes
+it zstd-compressed), and the report gives its size on disk with the canonical stream's size beside it.
 
 Each is judged both ways: on load + run (the agent's own time included, the stricter reading) and on load + run
 less the agent's own time (the issue's wording for (a): "harness overhead beyond the agent's own time").
@@ -55,7 +58,7 @@ SEED = 20221101
 CHILD = r"""
 import json, os, resource, sys, time
 t0 = time.perf_counter()
-from evalkit.pit import RunConfig, run, stub_agent
+from evalkit.pit import RunConfig, run, stub_agent, trajectory_chunks
 from evalkit_core import Release, nyse
 t_import = time.perf_counter() - t0
 tc = time.perf_counter()
@@ -67,7 +70,7 @@ t1 = time.perf_counter()
 release = Release.load(spec["release"])
 t_load = time.perf_counter() - t1
 cfg = RunConfig(bundle_path=spec["release"], forms=tuple(spec["forms"]), start=spec["start"], end=spec["end"],
-                trajectory_path="trajectory.jsonl", receipt_path="receipt.json")
+                trajectory_path=spec["trajectory"], receipt_path="receipt.json")
 t2 = time.perf_counter()
 result = run(stub_agent, cfg, release)
 t_run = time.perf_counter() - t2
@@ -76,7 +79,8 @@ print(json.dumps({
     "import_s": t_import, "calendar_s": t_calendar, "load_s": t_load, "run_s": t_run, "valid": body["valid"],
     "events": body["trajectory"]["events"], "trades_main_pit": result.cell("main", "pit")["trades"],
     "sessions": body["window"]["sessions"], "rows": body["protocol"]["P5_window_provenance"]["rows"],
-    "trajectory_bytes": os.path.getsize("trajectory.jsonl"),
+    "trajectory_bytes": os.path.getsize(spec["trajectory"]),
+    "stream_bytes": sum(len(c) for c in trajectory_chunks(spec["trajectory"])),
     "timings": dict(getattr(result, "timings", {}) or {}),
     "harness_cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
 }))
@@ -88,7 +92,7 @@ spec = json.loads(sys.argv[1])
 os.chdir(spec["outdir"])
 t0 = time.perf_counter()
 from evalkit.pit import verify_pit_receipt
-checks = verify_pit_receipt("receipt.json", trajectory="trajectory.jsonl", bundle=spec["release"])
+checks = verify_pit_receipt("receipt.json", trajectory=spec["trajectory"], bundle=spec["release"])
 t = time.perf_counter() - t0
 bad = [f"{c.name}: {c.detail}" for c in checks if c.status == "MISMATCH"]
 print(json.dumps({"verify_s": t, "mismatches": bad, "checks": len(checks),
@@ -148,9 +152,12 @@ def build_release(workdir: Path) -> Path:
     return target
 
 
-def run_child(label: str, release: Path, forms: list[str], start: str, end: str, workdir: Path) -> dict[str, object]:
+def run_child(
+    label: str, release: Path, forms: list[str], start: str, end: str, workdir: Path, trajectory: str
+) -> dict[str, object]:
     outdir = Path(tempfile.mkdtemp(prefix=f"pit-bench-{label}-", dir=workdir))
-    spec = json.dumps({"release": str(release), "forms": forms, "start": start, "end": end, "outdir": str(outdir)})
+    spec = json.dumps({"release": str(release), "forms": forms, "start": start, "end": end, "outdir": str(outdir),
+                       "trajectory": trajectory})
     peak = {"agent_side_mb": 0.0, "total_mb": 0.0}
     stats, wall, rss, cpu = _child(label, CHILD, spec, peak)
     vstats, vwall, vrss, vcpu = _child(f"{label}-verify", VERIFY_CHILD, spec, None)
@@ -219,7 +226,9 @@ def report(stats: dict[str, object], target_s: float, target_mb: float | None) -
     )
     print(
         f"      rows {stats['rows']}, sessions {stats['sessions']}, events {stats['events']}, "
-        f"trajectory {int(stats['trajectory_bytes']) / 1e6:.1f} MB, main/pit trades {stats['trades_main_pit']}, "  # type: ignore[arg-type]
+        f"trajectory {int(stats['trajectory_bytes']) / 1e6:.1f} MB on disk ({int(stats['stream_bytes']) / 1e6:.1f} MB "  # type: ignore[arg-type]
+        f"of canonical JSONL, {int(stats['stream_bytes']) / max(int(stats['trajectory_bytes']), 1):.1f}x), "  # type: ignore[arg-type]
+        f"main/pit trades {stats['trades_main_pit']}, "
         f"valid {stats['valid']}"
     )
     print(
@@ -278,15 +287,16 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "evalkit-bench-pit")
     ap.add_argument("--skip-full", action="store_true", help="Skip (b), the full-window run.")
     ap.add_argument("--list-calls", type=int, default=20_000)
+    ap.add_argument("--trajectory", default="trajectory.jsonl", help="The trajectory's file name (.zst: compressed).")
     ns = ap.parse_args()
     ns.workdir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("EVALKIT_CACHE_DIR", str(ns.workdir / "cache"))
     os.environ.setdefault("EVALKIT_HOME", str(ns.workdir / "home"))  # the signing key the runs use
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, cache {os.environ['EVALKIT_CACHE_DIR']}")
     release = build_release(ns.workdir)
-    report(run_child("a", release, ["8-K"], "2023-03-01", "2023-03-10", ns.workdir), 1.0, None)
+    report(run_child("a", release, ["8-K"], "2023-03-01", "2023-03-10", ns.workdir, ns.trajectory), 1.0, None)
     if not ns.skip_full:
-        report(run_child("b", release, [], START.isoformat(), END.isoformat(), ns.workdir), 60.0, 2048.0)
+        report(run_child("b", release, [], START.isoformat(), END.isoformat(), ns.workdir, ns.trajectory), 60.0, 2048.0)
     bench_pit_list(release, ns.list_calls)
 
 

@@ -48,6 +48,7 @@ _EVALKIT: tuple[tuple[str, str, str, str | None], ...] = (
     ("report", "evalkit_cli._report", "report_command", None),
     ("view", "evalkit_cli._view", "view_command", None),
     ("train", "evalkit_cli._train", "app", "Train on a campaign's prompts with the verifier reward (extra 'train')."),
+    ("trajectory", "evalkit_cli._trajectory", "app", "PIT trajectories: write one's canonical JSONL (plain or .zst) to stdout."),
     *_PIT,
 )
 

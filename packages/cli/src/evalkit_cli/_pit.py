@@ -107,7 +107,7 @@ def _print_run(
 
 def run(
     config: Path | None = typer.Option(None, "--config", help="RunConfig JSON. Without it: the stub over the built-in demo release."),
-    trajectory: str | None = typer.Option(None, "--trajectory", help="Where to write the trajectory JSONL \\[default: out/pit/trajectory.jsonl]."),
+    trajectory: str | None = typer.Option(None, "--trajectory", help="Where to write the trajectory JSONL; a path ending in .zst is written zstd-compressed \\[default: out/pit/trajectory.jsonl]."),
     receipt: str | None = typer.Option(None, "--receipt", help="Where to write the receipt \\[default: out/pit/receipt.json]."),
     agent: str | None = typer.Option(None, "--agent", help="'stub', 'model:ID', 'inspect:MODULE:SOLVER@MODEL' (an Inspect AI solver; extra evalkit-harness\\[inspect]) or 'module:function' (a fn(prompt, tools))."),
     prices: str | None = typer.Option(None, "--prices", help="Daily bars CSV/Parquet (ticker,date,open,...)."),

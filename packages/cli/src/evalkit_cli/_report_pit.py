@@ -20,11 +20,17 @@ CONTAMINATION_MEANING = (
 )
 
 
+def _lines(path: Path) -> Iterator[bytes]:
+    """The trajectory's lines, plain or zstd-compressed (told by its first bytes)."""
+    from evalkit.pit import trajectory_lines
+
+    return trajectory_lines(path)
+
+
 def _events(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield cast("dict[str, Any]", json.loads(line))
+    for line in _lines(path):
+        if line.strip():
+            yield cast("dict[str, Any]", json.loads(line))
 
 
 def trajectory_cells(path: Path) -> list[dict[str, Any]]:
@@ -33,38 +39,37 @@ def trajectory_cells(path: Path) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     cell: dict[str, Any] | None = None
     session: dict[str, Any] | None = None
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh):
-            if not line.strip():
-                continue
-            e = cast("dict[str, Any]", json.loads(line))
-            kind = e.get("type")
-            if kind == "cell_start":
-                cell = {"arm": e.get("arm"), "clock": e.get("clock"), "sessions": []}
+    for n, line in enumerate(_lines(path)):
+        if not line.strip():
+            continue
+        e = cast("dict[str, Any]", json.loads(line))
+        kind = e.get("type")
+        if kind == "cell_start":
+            cell = {"arm": e.get("arm"), "clock": e.get("clock"), "sessions": []}
+            cells.append(cell)
+        elif kind == "agent_call":
+            if "probe_item" in e and (cell is None or cell["arm"] != "probe"):
+                cell = {"arm": "probe", "clock": "", "sessions": []}
                 cells.append(cell)
-            elif kind == "agent_call":
-                if "probe_item" in e and (cell is None or cell["arm"] != "probe"):
-                    cell = {"arm": "probe", "clock": "", "sessions": []}
-                    cells.append(cell)
-                if cell is None:
-                    continue
-                session = {
-                    "session_date": e.get("session_date"),
-                    "line": n,
-                    "lines": [n],
-                    "tool_calls": 0,
-                    "picks": 0,
-                    "rejected": 0,
-                }
-                cell["sessions"].append(session)
-            elif session is not None and kind in {"tool_call", "decision", "model_call", "probe_item",
-                                                  "egress_attempt", "agent_error"}:
-                session["lines"].append(n)
-                if kind == "tool_call":
-                    session["tool_calls"] += 1
-                elif kind == "decision":
-                    session["picks"] = len(e.get("picks") or [])
-                    session["rejected"] = len(e.get("rejected") or [])
+            if cell is None:
+                continue
+            session = {
+                "session_date": e.get("session_date"),
+                "line": n,
+                "lines": [n],
+                "tool_calls": 0,
+                "picks": 0,
+                "rejected": 0,
+            }
+            cell["sessions"].append(session)
+        elif session is not None and kind in {"tool_call", "decision", "model_call", "probe_item",
+                                              "egress_attempt", "agent_error"}:
+            session["lines"].append(n)
+            if kind == "tool_call":
+                session["tool_calls"] += 1
+            elif kind == "decision":
+                session["picks"] = len(e.get("picks") or [])
+                session["rejected"] = len(e.get("rejected") or [])
     return cells
 
 
@@ -190,7 +195,7 @@ def _verification(receipt: Mapping[str, Any], path: Path, traj: Path | None, bun
 
         found = verify_pit_receipt(path, bundle=bundle, trajectory=traj, prices=prices, home=home)
         return [{"name": c.name, "status": c.status, "detail": c.detail} for c in found]
-    from evalkit_core import check_receipt, check_signature, digest, file_digest, trusted_key_ids
+    from evalkit_core import check_receipt, check_signature, digest, trusted_key_ids
 
     body = cast("dict[str, Any]", receipt["body"])
     sig = check_signature(receipt, trusted_key_ids(home=home))
@@ -202,9 +207,14 @@ def _verification(receipt: Mapping[str, Any], path: Path, traj: Path | None, bun
     ]
     want = cast("dict[str, Any]", body.get("binding") or {}).get("trajectory_sha256")
     if traj is not None and traj.is_file():
-        got = file_digest(traj)
-        checks.append({"name": "trajectory_sha256", "status": "ok" if got == want else "MISMATCH",
-                       "detail": "" if got == want else f"{traj} has {got}"})
+        from evalkit.pit import TrajectoryFileError, trajectory_digest
+
+        try:
+            got = trajectory_digest(traj)  # of the canonical stream (decompressed when stored compressed)
+            detail = "" if got == want else f"{traj} has {got}"
+        except TrajectoryFileError as exc:
+            got, detail = None, str(exc)
+        checks.append({"name": "trajectory_sha256", "status": "ok" if got == want else "MISMATCH", "detail": detail})
     else:
         checks.append({"name": "trajectory_sha256", "status": "not checked", "detail": "trajectory not found"})
     checks.append({"name": "replay", "status": "not checked",
@@ -225,7 +235,7 @@ def pit_model(
     if trajectory is None:
         recorded = cast("dict[str, Any]", body.get("trajectory") or {}).get("path")
         candidates = [Path(str(recorded))] if recorded else []
-        candidates += [path.parent / "trajectory.jsonl"]
+        candidates += [path.parent / "trajectory.jsonl", path.parent / "trajectory.jsonl.zst"]
         if recorded:
             candidates.append(path.parent / Path(str(recorded)).name)
         trajectory = next((c for c in candidates if c.is_file()), None)

@@ -308,12 +308,15 @@ class _Handler(BaseHTTPRequestHandler):
         session = cell["sessions"][si]
         wanted = set(session["lines"])
         events: list[dict[str, Any]] = []
-        with Path(model["source"]["trajectory"]).open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh):
-                if i in wanted:
-                    events.append(cast("dict[str, Any]", json.loads(line)))
-                if i > session["lines"][-1]:
-                    break
+        from evalkit.pit import trajectory_lines
+
+        lines = trajectory_lines(Path(model["source"]["trajectory"]))  # plain or zstd-compressed
+        for i, line in enumerate(lines):
+            if i in wanted:
+                events.append(cast("dict[str, Any]", json.loads(line)))
+            if i > session["lines"][-1]:
+                lines.close()
+                break
         parts: list[str] = []
         for e in events:
             kind = e.get("type")

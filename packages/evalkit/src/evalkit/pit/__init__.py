@@ -74,6 +74,12 @@ if TYPE_CHECKING:
         CellView,
         Toolbox,
     )
+    from evalkit.pit._trajfile import (
+        TrajectoryFileError,
+        trajectory_chunks,
+        trajectory_digest,
+        trajectory_lines,
+    )
     from evalkit.pit._verify import (
         Check,
         receipt_schema,
@@ -102,6 +108,7 @@ _LAZY: dict[str, str] = {
     "RunResult": "evalkit.pit._runner",
     "TOOL_NAMES": "evalkit.pit._tool_specs",
     "Toolbox": "evalkit.pit._toolbox",
+    "TrajectoryFileError": "evalkit.pit._trajfile",
     "choose_items": "evalkit.pit._probe",
     "export_samples": "evalkit.pit._export",
     "from_callable": "evalkit.pit._agents",
@@ -117,6 +124,9 @@ _LAZY: dict[str, str] = {
     "session_samples": "evalkit.pit._export",
     "stub_agent": "evalkit.pit._agents",
     "tool_specs": "evalkit.pit._tool_specs",
+    "trajectory_chunks": "evalkit.pit._trajfile",
+    "trajectory_digest": "evalkit.pit._trajfile",
+    "trajectory_lines": "evalkit.pit._trajfile",
     "verify_pit_receipt": "evalkit.pit._verify",
 }
 
@@ -146,6 +156,7 @@ __all__ = [
     "RunConfig",
     "RunResult",
     "Toolbox",
+    "TrajectoryFileError",
     "choose_items",
     "export_samples",
     "from_callable",
@@ -161,5 +172,8 @@ __all__ = [
     "session_samples",
     "stub_agent",
     "tool_specs",
+    "trajectory_chunks",
+    "trajectory_digest",
+    "trajectory_lines",
     "verify_pit_receipt",
 ]

@@ -169,6 +169,8 @@ def _shifted(
         # years before (and of the year before that, for a window that starts in late December).
         best: tuple[int, _Guess] | None = None
         for year in (first.year, first.year - 1):
+            if not dates[0].year <= year <= dates[-1].year:  # a shown year the calendar does not cover
+                continue
             shown0, real0 = cal.between(dt.date(year, 1, 1), dt.date(year, 12, 31)), None
             if year - 10 >= dates[0].year:
                 real0 = cal.between(dt.date(year - 10, 1, 1), dt.date(year - 10, 12, 31))

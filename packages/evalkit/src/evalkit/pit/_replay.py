@@ -13,7 +13,7 @@ recorded.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -78,6 +78,8 @@ class _Walk:
     stopped: bool = False
     counts: dict[str, int] = attrs.Factory(lambda: {"tool_calls": 0, "picks": 0, "probe_items": 0})
     known: frozenset[str] = frozenset()  # the answer key's row_keys: only those count as served
+    # canonical_bytes(event["result"]) of a recorded tool call (the reader may have it encoded already)
+    encoded_result: Callable[[Mapping[str, Any]], bytes] = attrs.field(default=lambda e: canonical_bytes(e.get("result")))
     _next: Mapping[str, Any] | None = None
     _ended: bool = False
 
@@ -130,12 +132,17 @@ def replay_trajectory(
     release: Release,
     calendar: Calendar,
     window: tuple[dt.date, dt.date],
+    *,
+    encoded_result: Callable[[Mapping[str, Any]], bytes] | None = None,
 ) -> tuple[list[str], dict[str, int]]:
     """Walk ``events`` as the runner would have written them for ``config`` over ``release`` (already narrowed
-    to the run's forms and window). Returns (problems, counts of what was re-served)."""
+    to the run's forms and window). Returns (problems, counts of what was re-served). ``encoded_result``, when
+    given, returns a recorded tool call's ``canonical_bytes(event["result"])`` (the reader's, encoded once)."""
     walk = _Walk(
         iter(events), config, calendar, known=frozenset(release.answer_key.get_column("row_key").to_list())
     )
+    if encoded_result is not None:
+        walk.encoded_result = encoded_result
     try:
         _walk_run(walk, release, window)
     except _Misaligned as exc:
@@ -262,7 +269,7 @@ def _replay_tool_call(
         )
     # the re-served answer's bytes joined from the view's pre-encoded rows, against the recorded answer's
     ours = canonical_bytes(got_result) if toolbox.rows_json is None else result_json(got_result, toolbox.rows_json).encode()
-    if ours != canonical_bytes(event.get("result")):
+    if ours != walk.encoded_result(event):
         walk.problem(
             f"line {line}: the answer to {tool}({_short(args, 60)}) is not what the release serves at this bell"
         )

@@ -32,6 +32,7 @@ from evalkit.pit._probe import choose_items, probe_prompt, score_answer
 from evalkit.pit._score import RECEIPT_VERSION, AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
 from evalkit.pit._toolbox import CellView, Toolbox, cell_views
 from evalkit.pit._trajectory import Trajectory, TrajectoryLimit, result_json, tool_line
+from evalkit.pit._trajfile import TrajectorySink, encoding_for
 from evalkit_core import (
     ARMS,
     Calendar,
@@ -44,7 +45,6 @@ from evalkit_core import (
     cache_dir,
     digest,
     ensure_signing_key,
-    file_digest,
     make_receipt,
     nyse,
     with_entry,
@@ -209,7 +209,8 @@ def _run(
     state = _RunState(config, release, calendar, sessions, prices, agent, bounds)
     state.jail, state.require_netns = jail, require_network_namespace
     with atomic_open(traj_path) as fh:
-        traj = Trajectory(fh, state.scorer, bounds)
+        sink = TrajectorySink(fh, encoding_for(traj_path))
+        traj = Trajectory(sink, state.scorer, bounds)
         state.traj = traj
         traj.emit(run_start_event(run_id, config, release, agent.name, start, end, len(sessions)))
         state.gateway.hold_keys()
@@ -223,7 +224,8 @@ def _run(
         score = state.scorer.result()
         traj.emit_final({"type": "run_end", "valid": score.valid, "invalidated_by": score.invalidated_by})
         events = traj.events
-    traj_sha = file_digest(traj_path)
+        sink.finish()
+    traj_sha = sink.digest  # of the canonical stream, as written (compressed or not)
     inputs = BodyInputs(
         run_id=run_id,
         config=config,
@@ -234,6 +236,7 @@ def _run(
         trajectory_path=str(traj_path),
         trajectory_events=events,
         trajectory_sha256=traj_sha,
+        trajectory_encoding=sink.encoding,
         calendar_sha256=calendar.digest,
         network_scope=jail.wall.network,  # measured from the host when the jail started
         harness=harness_block(),

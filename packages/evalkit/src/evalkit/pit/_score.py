@@ -407,6 +407,9 @@ class BodyInputs:
     agent: Mapping[str, Any]
     environment: Mapping[str, Any]
     bounds: Mapping[str, Any] | None = None  # RunBounds.to_json(); None for a receipt written before it existed
+    # How the trajectory is stored ("jsonl" or "jsonl+zstd"; the digest is over the canonical stream either way);
+    # None for a receipt written before it was recorded (its trajectory is plain JSONL).
+    trajectory_encoding: str | None = None
 
 
 _MASKS = {"mask_holds": "hold", "mask_leaks": "leak", "not_run": "unproven"}
@@ -496,6 +499,7 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
             "path": inp.trajectory_path,
             "events": inp.trajectory_events,
             "sha256": inp.trajectory_sha256,
+            **({"encoding": inp.trajectory_encoding} if inp.trajectory_encoding is not None else {}),
         },
         "window": {"start": first.isoformat(), "end": window_end.isoformat(), "sessions": len(inp.sessions)},
         "cells": cells,

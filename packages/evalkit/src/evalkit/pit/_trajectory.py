@@ -12,7 +12,7 @@ the replay expects its failure.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import IO, Any, Protocol, cast
+from typing import Any, Protocol, cast
 
 from evalkit.pit._bounds import RunBounds
 from evalkit_core import canonical_bytes, canonical_object
@@ -27,17 +27,22 @@ class _Feed(Protocol):
     def feed(self, event: Mapping[str, Any]) -> None: ...
 
 
+class _Out(Protocol):
+    def write(self, data: bytes, /) -> object: ...
+
+
 class TrajectoryLimit(Exception):  # noqa: N818 - the name is what the trajectory records
     """Writing an event would pass the trajectory's bound for the cell or the run."""
 
 
 class Trajectory:
-    """Canonical JSONL events (the file is opened by the runner, and renamed into place when the run ends).
+    """Canonical JSONL events, written to ``fh`` (the runner's :class:`~evalkit.pit._trajfile.TrajectorySink` over
+    the file it opens, and renames into place when the run ends). The bounds count the stream's bytes.
 
     Every event written is also fed to the scorer, which computes the body's numbers from the events alone
     (as ``verify`` does from the file)."""
 
-    def __init__(self, fh: IO[bytes], scorer: _Feed, bounds: RunBounds | None = None) -> None:
+    def __init__(self, fh: _Out, scorer: _Feed, bounds: RunBounds | None = None) -> None:
         self._fh = fh
         self._scorer = scorer
         self._bounds = bounds or RunBounds()

@@ -9,6 +9,7 @@ call (:mod:`evalkit.pit._replay`), and reports each field where the receipt and 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,12 +20,14 @@ import attrs
 
 from evalkit.pit._bindings import environment, harness_block
 from evalkit.pit._config import load_config
+from evalkit.pit._trajfile import TrajectoryFileError, trajectory_digest, trajectory_lines
 from evalkit_core import (
     ConfigError,
     EvalkitError,
     ReceiptError,
     ReleaseError,
     canonical_bytes,
+    canonical_object,
     check_receipt,
     check_release,
     check_signature,
@@ -159,19 +162,9 @@ def verify_pit_receipt(
         )
 
     traj = Path(trajectory) if trajectory is not None else Path(str(_get(body, "trajectory", "path") or ""))
-    traj_ok = traj.is_file()
-    if traj_ok:
-        got = file_digest(traj)
-        want = binding.get("trajectory_sha256")
-        checks.append(
-            Check(
-                "trajectory_sha256",
-                got == want,
-                "" if got == want else f"{traj} has {got}, receipt binds {want}",
-            )
-        )
-    else:
-        checks.append(_mismatch("trajectory_sha256", f"{traj}: not found"))
+    traj_found = traj.is_file()
+    # the trajectory_sha256 line goes here, once the stream has been read (by the replay, when it runs)
+    traj_at = len(checks)
 
     bundle_path = Path(bundle)
     try:
@@ -193,13 +186,38 @@ def verify_pit_receipt(
     checks.append(_calendar_check(body, binding))
     checks.extend(_environment_notes(body, binding))
 
+    # The stream is read once: by the replay, which hashes it as it goes, or (when there is no replay) here.
+    replayed: list[Check] | None = None
+    got: str | None = None
+    unreadable: str | None = None
+    if receipt is not None and not problems and traj_found:
+        result = replay_body(body, traj, bundle_path, Path(prices) if prices is not None else None)
+        got, unreadable = result.digest, result.unreadable
+        if unreadable is None:
+            replayed = _replay_checks(body, result)
+    if traj_found and got is None and unreadable is None:
+        try:
+            got = trajectory_digest(traj)  # of the canonical stream, decompressed when stored compressed
+        except TrajectoryFileError as exc:
+            unreadable = str(exc)
+    want_traj = binding.get("trajectory_sha256")
+    if not traj_found:
+        traj_check = _mismatch("trajectory_sha256", f"{traj}: not found")
+    elif unreadable is not None:
+        traj_check = _mismatch("trajectory_sha256", unreadable)
+    else:
+        traj_check = Check(
+            "trajectory_sha256", got == want_traj, "" if got == want_traj else f"{traj} has {got}, receipt binds {want_traj}"
+        )
+    checks.insert(traj_at, traj_check)
+
     if receipt is None:
         return checks
-    if problems or not traj_ok:
-        why = "the release does not match its digests" if problems else f"{traj} not found"
+    if replayed is None:
+        why = "the release does not match its digests" if problems else f"{traj} not found or not readable"
         checks.append(_not_checked("replay", why))
     else:
-        checks.extend(_replay(body, traj, bundle_path, Path(prices) if prices is not None else None))
+        checks.extend(replayed)
     agent = _get(body, "agent", "code")
     if isinstance(agent, dict) and cast("dict[str, Any]", agent).get("kind") == "module":
         code = cast("dict[str, Any]", agent)
@@ -343,44 +361,99 @@ def _manifest_digest(root: Path) -> str | None:
 
 
 class _EventReader:
-    """The events of a trajectory file, one line at a time, noting what is wrong with the lines (not JSON, not
-    canonical, seq gaps) in ``problems``. Reading stops at a line that is not a JSON object."""
+    """The events of a trajectory file (plain or compressed), one line at a time, noting what is wrong with the
+    lines (not JSON, not canonical, seq gaps, a damaged compressed file) in ``problems``. Reading stops at a line
+    that is not a JSON object; :meth:`drain` then counts and hashes the rest of the stream, so that ``lines`` and
+    ``digest`` are the whole stream's without reading the file again."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.problems: list[str] = []
         self.lines = 0
         self.first: dict[str, Any] | None = None
+        self._hash = hashlib.sha256()
+        self._raw = trajectory_lines(path)
+        self.readable = True
+        # the last tool_call event read, with its result's canonical bytes (encoded once, for the replay's compare)
+        self.held: tuple[Mapping[str, Any], bytes] | None = None
+
+    def encoded_result(self, event: Mapping[str, Any]) -> bytes:
+        """``canonical_bytes(event["result"])``, taken from the line's own check when ``event`` is the last read."""
+        held = self.held
+        if held is not None and held[0] is event:
+            return held[1]
+        return canonical_bytes(event.get("result"))
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + self._hash.hexdigest()
+
+    def drain(self) -> None:
+        """Count and hash what was not read (after a line that stopped the reading)."""
+        try:
+            for raw in self._raw:
+                self.lines += 1
+                self._hash.update(raw)
+        except TrajectoryFileError as exc:
+            self._unreadable(exc)
+
+    def _unreadable(self, exc: TrajectoryFileError) -> None:
+        self.readable = False
+        self.problems.append(str(exc))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            yield from self._events()
+        except TrajectoryFileError as exc:
+            self._unreadable(exc)
+
+    def _events(self) -> Iterator[dict[str, Any]]:
         seq_reported = False
-        with self.path.open("rb") as fh:
-            for n, raw in enumerate(fh, start=1):
-                self.lines = n
-                if not raw.endswith(b"\n"):
-                    self.problems.append(f"line {n}: the file does not end with a newline")
-                line = raw.rstrip(b"\n")
-                try:
-                    event = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    self.problems.append(f"line {n}: not JSON")
-                    return
-                if not isinstance(event, dict):
-                    self.problems.append(f"line {n}: not a JSON object")
-                    return
-                ev = cast("dict[str, Any]", event)
-                if canonical_bytes(ev) != line:
-                    self.problems.append(
-                        f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)"
-                    )
-                if ev.get("seq") != n - 1 and not seq_reported:
-                    seq_reported = True
-                    self.problems.append(
-                        f"line {n}: seq is {ev.get('seq')!r}, expected {n - 1} (a line was dropped, added or moved)"
-                    )
-                if self.first is None:
-                    self.first = ev
-                yield ev
+        for raw in self._raw:
+            self.lines += 1
+            n = self.lines
+            self._hash.update(raw)
+            if not raw.endswith(b"\n"):
+                self.problems.append(f"line {n}: the file does not end with a newline")
+            line = raw.rstrip(b"\n")
+            try:
+                event = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                self.problems.append(f"line {n}: not JSON")
+                return
+            if not isinstance(event, dict):
+                self.problems.append(f"line {n}: not a JSON object")
+                return
+            ev = cast("dict[str, Any]", event)
+            encoded, result = _encode_event(ev)
+            self.held = (ev, result) if result is not None else None
+            if encoded != line:
+                self.problems.append(
+                    f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)"
+                )
+            if ev.get("seq") != n - 1 and not seq_reported:
+                seq_reported = True
+                self.problems.append(
+                    f"line {n}: seq is {ev.get('seq')!r}, expected {n - 1} (a line was dropped, added or moved)"
+                )
+            if self.first is None:
+                self.first = ev
+            yield ev
+
+
+def _encode_event(ev: Mapping[str, Any]) -> tuple[bytes, bytes | None]:
+    """``canonical_bytes(ev)``, and for a tool call its result's canonical bytes too (the replay compares them with
+    the answer it re-serves: the biggest value of the trajectory is then encoded once, not twice)."""
+    result = ev.get("result")
+    if ev.get("type") != "tool_call" or not isinstance(result, dict):
+        return canonical_bytes(ev), None
+    result_bytes = canonical_bytes(cast("dict[str, Any]", result))
+    members = {k: canonical_bytes(v).decode() for k, v in ev.items() if k != "result"}
+    members["result"] = result_bytes.decode()
+    try:
+        return canonical_object(members).encode(), result_bytes
+    except ValueError:  # a key canonical_object does not take (not a line the harness writes)
+        return canonical_bytes(ev), None
 
 
 @attrs.frozen
@@ -395,6 +468,8 @@ class Replay:
     events: int
     error: str | None = None
     priced: bool = False
+    digest: str | None = None  # of the whole stream, when the replay read it to its end
+    unreadable: str | None = None  # why the file could not be read to its end (a damaged compressed stream)
 
 
 def replay_body(
@@ -447,18 +522,27 @@ def replay_body(
             yield event
 
     stream = scored()
-    walk_problems, counts = replay_trajectory(stream, config, release, calendar, (start, end))
+    walk_problems, counts = replay_trajectory(
+        stream, config, release, calendar, (start, end), encoded_result=reader.encoded_result
+    )
     for _ in stream:  # the walk may stop early: the scorer still sees every event
         pass
+    reader.drain()
     problems = reader.problems + walk_problems
+    if not reader.readable and not score_error:
+        score_error.append(reader.problems[-1])
     score = None
     if not score_error:
         try:
             score = scorer.result()
         except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
             score_error.append(f"the events cannot be scored ({type(exc).__name__}: {exc})")
+    digest_read = reader.digest if reader.readable else None
+    unreadable = None if reader.readable else reader.problems[-1]
     if score is None:
-        return Replay(None, problems, counts, 0, reader.lines, error=score_error[0])
+        return Replay(
+            None, problems, counts, 0, reader.lines, error=score_error[0], digest=digest_read, unreadable=unreadable
+        )
     first = reader.first or {}
     agent = dict(cast("dict[str, Any]", body.get("agent") or {}))
     # The name the trajectory recorded; the spec and code are the receipt's.
@@ -471,8 +555,9 @@ def replay_body(
         sessions=sessions,
         prices=loaded.statement() if loaded is not None else None,
         trajectory_path=str(_get(body, "trajectory", "path")),
-        trajectory_events=_count_lines(traj),
-        trajectory_sha256=file_digest(traj),
+        trajectory_events=reader.lines,
+        trajectory_sha256=reader.digest,
+        trajectory_encoding=cast("str | None", _get(body, "trajectory", "encoding")),  # how the run stored it
         calendar_sha256=calendar.digest,
         network_scope=str(_get(body, "network", "scope")),
         harness=cast("dict[str, Any]", body.get("harness") or {"source_sha256": None}),
@@ -481,11 +566,11 @@ def replay_body(
         bounds=cast("dict[str, Any]", body["bounds"]) if isinstance(body.get("bounds"), dict) else None,
     )
     replayed = assemble_body(inputs, score)
-    return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None)
+    return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None, digest=digest_read,
+                  unreadable=unreadable)
 
 
-def _replay(body: Mapping[str, Any], traj: Path, bundle: Path, prices_path: Path | None) -> list[Check]:
-    result = replay_body(body, traj, bundle, prices_path)
+def _replay_checks(body: Mapping[str, Any], result: Replay) -> list[Check]:
     checks = [_mismatch("trajectory", p) for p in result.problems]
     if result.body is None:
         return [*checks, _mismatch("replay", result.error or "cannot replay")]
@@ -505,11 +590,6 @@ def _replay(body: Mapping[str, Any], traj: Path, bundle: Path, prices_path: Path
             what += "; returns not recomputed"
         checks.append(Check("replay", ok=True, detail=what))
     return checks
-
-
-def _count_lines(traj: Path) -> int:
-    with traj.open("rb") as fh:
-        return sum(1 for _ in fh)
 
 
 def _show(value: object) -> str:
