@@ -207,6 +207,21 @@ def test_the_count_decoder_is_fooled_by_a_record_that_is_not_the_window(demo: Re
     assert f["count_alignment"]["dates_recovered"] < 0.01
 
 
+def test_a_shifted_arm_shown_at_the_calendars_first_year_is_decoded_not_refused(demo: Release):
+    """Shown dates in the first year the exchange calendar covers (1993): the inversion's "year before" (1992) is
+    outside the calendar and is skipped; the decoders still score the arm (a 287,929-row release whose secret put
+    it there ended every run in the receipt's assembly with a ConfigError)."""
+    shifted = demo.arm("shifted")
+    first = min(shifted.get_column("partition_date").to_list())
+    moved_by = D(1993, 1, 4) - first
+    moved = shifted.with_columns((shifted.get_column("partition_date") + moved_by).alias("partition_date"))
+    fake = copy.copy(demo)
+    object.__setattr__(fake, "arms", {**demo.arms, "shifted": moved})
+    f = _figures(run_decoders(fake, ["shifted"]), "shifted")
+    assert {"calendar_inversion", "window_anchor", "count_alignment"} <= set(f)
+    assert f["count_alignment"]["dates_recovered"] > 0.99  # the counts still line up: the arm was really scored
+
+
 def test_sec_calendar_fingerprint_places_a_long_window_and_not_a_short_one(tmp_path: Path):
     """Where EDGAR's calendar and the exchange's differ (Good Friday filings fall between two sessions; Columbus
     and Veterans Day are sessions with no filing), the shown stretch carries marks that public calendars place:
