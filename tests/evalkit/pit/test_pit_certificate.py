@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.gates._certificate import PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
+from evalkit.gates._gate import pit_field
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +226,38 @@ def test_out_may_not_overwrite_an_input(work, cli):
     code, _, err = cli("gate", *ARGS, "--baseline", "run/receipt.json", "--write-baseline")
     assert code == 2 and "--baseline" in err
     assert (work / "run/receipt.json").read_bytes() == before
+
+
+def test_a_compressed_trajectory_is_bound_by_its_own_bytes(work, cli):
+    """A ``.zst`` trajectory: the receipt binds its canonical stream, the certificate's subject the file's own bytes
+    (what an in-toto verifier hashes). The same stream compressed again (other frames, other bytes) still replays,
+    but no longer matches the subject."""
+    import pyarrow as pa
+
+    from evalkit.pit import RunConfig, load_prices, run, stub_agent, trajectory_chunks, trajectory_digest
+
+    cfg = RunConfig(bundle_path="release", forms=("8-K",), start="2023-03-01", end="2023-03-10", hold_sessions=2,
+                    prices_path="prices.csv", price_source="hand-written test prices", model_version="stub-1",
+                    training_cutoff="2023-02-15", trajectory_path="zrun/trajectory.jsonl.zst",
+                    receipt_path="zrun/receipt.json", probe_items=3)
+    run(stub_agent, cfg, None, load_prices("prices.csv", source="hand-written test prices"))
+    zst = work / "zrun/trajectory.jsonl.zst"
+    args = ["zrun/receipt.json", "--bundle", "release", "--prices", "prices.csv"]
+    assert cli("certify", *args, "--out", "zcert.json")[0] == 0
+    subjects = {s["name"]: s["digest"]["sha256"] for s in _statement(work / "zcert.json")["subject"]}
+    body = json.loads((work / "zrun/receipt.json").read_text())["body"]
+    assert subjects["zrun/trajectory.jsonl.zst"] == _sha(zst)
+    bound = str(pit_field(body, "trajectory_digest"))
+    assert bound.removeprefix("sha256:") == trajectory_digest(zst).removeprefix("sha256:") != _sha(zst)
+    code, out, err = cli("verify", "zcert.json")
+    assert code == 0, out + err
+    assert "ok        subject zrun/trajectory.jsonl.zst" in out
+    before = trajectory_digest(zst)
+    stream = b"".join(trajectory_chunks(zst))
+    zst.write_bytes(pa.compress(stream, codec="zstd", asbytes=True))  # one frame: other bytes, the same stream
+    assert trajectory_digest(zst) == before
+    assert _sha(zst) != subjects["zrun/trajectory.jsonl.zst"]
+    code, out, _ = cli("verify", "zcert.json")
+    assert code == 1
+    assert "ok        receipt replay" in out
+    assert "MISMATCH  subject zrun/trajectory.jsonl.zst" in out

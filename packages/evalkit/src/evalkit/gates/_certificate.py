@@ -199,7 +199,9 @@ def certify_receipt(
     release_name = str(pit_field(body, "release_name") or Path(bundle).name)
     subjects = [
         _subject(str(receipt_path), file_digest(receipt_path)),
-        _subject(traj, pit_field(body, "trajectory_digest")),
+        # The file's own bytes, as an in-toto subject is checked: for plain JSONL that is what the receipt binds; a
+        # compressed trajectory's receipt binds its canonical stream, which the replay above checked.
+        _subject(traj, file_digest(traj)),
         _subject(f"release:{release_name}", pit_field(body, "release_digest")),
     ]
     if prices is not None:
@@ -315,7 +317,12 @@ def verify_certificate(
     found = verify_pit_receipt(receipt, bundle=str(the_bundle), trajectory=the_traj, prices=the_prices, key=key, home=home)
     checks.extend(attrs.evolve(c, name=f"receipt {c.name}") for c in found)
     body = cast("dict[str, Any]", read_receipt(receipt)["body"])
-    expected = [(str(loc.get("trajectory")), "trajectory_digest"), (f"release:{pit_field(body, 'release_name')}", "release_digest")]
+    traj_name = str(loc.get("trajectory"))
+    want = subjects.get(traj_name)
+    got = _hex(file_digest(the_traj)) if the_traj is not None and Path(str(the_traj)).is_file() else None
+    detail = "" if got == want else f"{the_traj} has {got}, the certificate binds {want}"
+    checks.append(Check(f"subject {traj_name}", got == want, detail))
+    expected = [(f"release:{pit_field(body, 'release_name')}", "release_digest")]
     if loc.get("prices") is not None:
         expected.append((str(loc.get("prices")), "prices_digest"))
     for name, field in expected:
