@@ -118,15 +118,23 @@ def reason(missing: list[str]) -> str:
     return f"needs {' and '.join(whats)}{hidden}: {'; '.join(hows)}"
 
 
+def unmet(*components: str) -> str | None:
+    """None when the machine gives every one of ``components``, else the reason that names what to install; a
+    missing component that is required here (``EVALKIT_REQUIRE_WALL=1``, ``EVALKIT_REQUIRE``) fails the test."""
+    missing = [c for c in components if not has(c)]
+    if not missing:
+        return None
+    if REQUIRED & set(missing):
+        pytest.fail(f"required here (EVALKIT_REQUIRE_WALL / EVALKIT_REQUIRE): {reason(missing)}", pytrace=False)
+    return reason(missing)
+
+
 def need(*components: str) -> None:
     """Skip the running test unless the machine gives every one of ``components``; under
     ``EVALKIT_REQUIRE_WALL=1`` a missing layer of the wall fails it instead."""
-    missing = [c for c in components if not has(c)]
-    if not missing:
-        return
-    if REQUIRED & set(missing):
-        pytest.fail(f"required here (EVALKIT_REQUIRE_WALL / EVALKIT_REQUIRE): {reason(missing)}", pytrace=False)
-    pytest.skip(reason(missing))
+    why = unmet(*components)
+    if why is not None:
+        pytest.skip(why)
 
 
 def needs(*components: str) -> pytest.MarkDecorator:

@@ -336,11 +336,9 @@ def test_page_runs_as_written(page: Path, tmp_path: Path, monkeypatch: pytest.Mo
         if b.skip_reason is not None:
             not_run.append(f"{b.where} ({b.lang}): {b.skip_reason}")
             continue
-        missing = [c for c in b.needs if not machine.has(c)]
-        if missing:
-            if machine.REQUIRED & set(missing):
-                pytest.fail(f"{b.where}: required here (EVALKIT_REQUIRE): {machine.reason(missing)}", pytrace=False)
-            not_run.append(f"{b.where} ({b.lang}): {machine.reason(missing)}")
+        why = machine.unmet(*b.needs)
+        if why is not None:
+            not_run.append(f"{b.where} ({b.lang}): {why}")
             continue
         if b.file is not None:
             target = (repo / b.file).resolve()

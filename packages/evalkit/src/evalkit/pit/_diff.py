@@ -47,15 +47,8 @@ def diff(theirs: Any, ours: Any, path: str = "") -> list[tuple[str, str, str]]:
             [(f"{path}.length", str(len(a_list)), str(len(b_list)))] if len(a_list) != len(b_list) else []
         )
         return lengths + _diff_pairs(a_list, b_list, path)
-    return [] if _same_leaf(theirs, ours) else [(path, _show_leaf(theirs), _show_leaf(ours))]
-
-
-def _same_leaf(a: Any, b: Any) -> bool:
-    return canonical_bytes(a) == canonical_bytes(b)
-
-
-def _show_leaf(value: Any) -> str:
-    return show(value)
+    a_leaf, b_leaf = cast("object", theirs), cast("object", ours)  # narrowed past dict and list: any other leaf
+    return [] if canonical_bytes(a_leaf) == canonical_bytes(b_leaf) else [(path, show(a_leaf), show(b_leaf))]
 
 
 def _diff_pairs(a: Sequence[object], b: Sequence[object], path: str) -> list[tuple[str, str, str]]:

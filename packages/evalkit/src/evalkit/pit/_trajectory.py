@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 from evalkit.pit._bounds import RunBounds
 from evalkit_core import canonical_bytes, canonical_object
 
-__all__ = ["Trajectory", "TrajectoryLimit", "result_json", "tool_line"]
+__all__ = ["Trajectory", "TrajectoryLimit", "result_json", "spliced_line", "tool_line"]
 
 
 _STRUCTURAL = frozenset({"run_start", "cell_start", "agent_call", "agent_error", "run_end"})
@@ -106,8 +106,14 @@ class Trajectory:
 def tool_line(event: Mapping[str, Any], rows_json: str) -> bytes:
     """``canonical_bytes(event)`` for a tool call whose ``result`` holds ``rows`` (a list) or ``row`` (an object)
     whose canonical JSON is ``rows_json``: every other member is encoded here, the rows are not encoded again."""
+    return spliced_line(event, result_json(cast("Mapping[str, Any]", event["result"]), rows_json))
+
+
+def spliced_line(event: Mapping[str, Any], result_text: str) -> bytes:
+    """``canonical_bytes(event)`` for an event whose ``result`` encodes as ``result_text`` (canonical JSON, made
+    once by the caller): every other member is encoded here, the result is not encoded again."""
     outer = {k: canonical_bytes(v).decode() for k, v in event.items() if k != "result"}
-    outer["result"] = result_json(cast("Mapping[str, Any]", event["result"]), rows_json)
+    outer["result"] = result_text
     return canonical_object(outer).encode()
 
 

@@ -7,7 +7,7 @@ over the file's bytes, means the same thing). A compressed one is a sequence of 
 concatenated content is the stream: ``zstd -dc trajectory.jsonl.zst | sha256sum`` recomputes the digest.
 
 A writer compresses when the path ends in ``.zst``; a reader decides by the first four bytes (the zstd frame
-magic ``28 b5 2f fd``), never by the name. Frames hold about :data:`FRAME_BYTES` of the stream each, so neither
+magic ``28 b5 2f fd``), never by the name: a plain stream starts with ``{``, so the two never meet. Frames hold about :data:`FRAME_BYTES` of the stream each, so neither
 side holds more than one frame (and one line) in memory.
 """
 
@@ -58,12 +58,8 @@ def encoding_for(path: str | Path) -> str:
 
 def stored_encoding(path: str | Path) -> str:
     """How the file at ``path`` is stored, by its first bytes: ``jsonl+zstd`` (zstd frame magic) or ``jsonl``."""
-    try:
-        with Path(path).open("rb") as fh:
-            head = fh.read(len(ZSTD_MAGIC))
-    except OSError as exc:
-        raise TrajectoryFileError(f"{path}: cannot read the trajectory ({exc.strerror or exc})") from None
-    return "jsonl+zstd" if head == ZSTD_MAGIC else "jsonl"
+    with _opened(Path(path)) as fh:
+        return "jsonl+zstd" if fh.read(len(ZSTD_MAGIC)) == ZSTD_MAGIC else "jsonl"
 
 
 class TrajectorySink:

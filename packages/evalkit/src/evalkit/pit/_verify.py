@@ -23,6 +23,7 @@ from evalkit.pit._config import load_config
 from evalkit.pit._diff import ABSENT as _ABSENT
 from evalkit.pit._diff import diff as _diff
 from evalkit.pit._diff import show as _show
+from evalkit.pit._trajectory import spliced_line
 from evalkit.pit._trajfile import TrajectoryFileError, trajectory_digest, trajectory_lines
 from evalkit_core import (
     ConfigError,
@@ -30,7 +31,6 @@ from evalkit_core import (
     ReceiptError,
     ReleaseError,
     canonical_bytes,
-    canonical_object,
     check_receipt,
     check_release,
     check_signature,
@@ -451,10 +451,8 @@ def _encode_event(ev: Mapping[str, Any]) -> tuple[bytes, bytes | None]:
     if ev.get("type") != "tool_call" or not isinstance(result, dict):
         return canonical_bytes(ev), None
     result_bytes = canonical_bytes(cast("dict[str, Any]", result))
-    members = {k: canonical_bytes(v).decode() for k, v in ev.items() if k != "result"}
-    members["result"] = result_bytes.decode()
     try:
-        return canonical_object(members).encode(), result_bytes
+        return spliced_line(ev, result_bytes.decode()), result_bytes
     except ValueError:  # a key canonical_object does not take (not a line the harness writes)
         return canonical_bytes(ev), None
 
