@@ -8,6 +8,7 @@ a receipt from before the ``encoding`` field still verifies, and a damaged compr
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import json
@@ -413,3 +414,48 @@ def test_the_report_finds_a_compressed_trajectory_beside_its_receipt(both_forms,
     assert model["source"]["trajectory"] == str(tmp_path / "trajectory.jsonl.zst")
     found = json.dumps(model, default=str)
     assert '"name": "trajectory_sha256", "status": "ok"' in found
+
+
+@pytest.mark.parametrize("shape", ["one-long-line", "long-last-line", "long-line-in-small-reads"])
+def test_a_line_past_the_readers_cap_is_refused_before_it_is_held(tmp_path, monkeypatch, shape):
+    """A few KB of zstd can hold gigabytes without a newline: the reader refuses a line past ``max_line`` as a
+    named error instead of holding it whole; lines within the cap read as before."""
+    if shape == "long-line-in-small-reads":
+        monkeypatch.setattr(trajfile, "_CHUNK", 7)
+    long = b"{" + b"x" * 5000 + (b"\n" if shape != "long-last-line" else b"")
+    lines = [b'{"a":1}\n', long] if shape != "one-long-line" else [long]
+    for encoding in ("jsonl", "jsonl+zstd"):
+        data, _ = _sink_bytes(lines, encoding)
+        path = tmp_path / f"{shape}-{encoding}"
+        path.write_bytes(data)
+        assert list(trajectory_lines(path, max_line=len(long))) == lines
+        seen: list[bytes] = []
+        with pytest.raises(TrajectoryFileError, match=r"a line longer than 1000 bytes"):
+            seen.extend(trajectory_lines(path, max_line=1000))
+        assert all(len(line) <= 1000 for line in seen)
+
+
+def test_a_decompression_bomb_in_verify_is_a_named_failure_within_the_receipts_bound(both_forms, tmp_path):
+    """The compressed trajectory's first lines, then 64 MiB of one line without a newline (about 6 KB of zstd):
+    against a receipt whose cells were bounded at 1 MiB, the replay refuses the line at that bound (plus slack)
+    and says why; it never holds the 64 MiB, and nothing raises."""
+    import pyarrow as pa
+
+    from evalkit.pit._verify import replay_body
+
+    zst = both_forms["zst"]
+    head = b"".join(list(trajectory_lines(zst["trajectory"]))[:3])
+    bomb = pa.compress(head, codec="zstd", asbytes=True) + pa.compress(b"{" + b"x" * (64 << 20), codec="zstd", asbytes=True)
+    assert len(bomb) < 100_000
+    path = tmp_path / "bomb.jsonl.zst"
+    path.write_bytes(bomb)
+    body = copy.deepcopy(read_receipt(zst["receipt"])["body"])
+    body["bounds"]["trajectory_cell_bytes"] = 1 << 20
+    replayed = replay_body(body, path, both_forms["release"], both_forms["prices"])
+    assert replayed.body is None
+    assert replayed.error is not None and f"a line longer than {(1 << 20) + (1 << 20)} bytes" in replayed.error
+    # The signed receipt, with its own (default, 256 MiB) bound: the 64 MiB line is read, is not JSON, and the
+    # file is a mismatch of its own, never a traceback.
+    bad = _bad(_verify(both_forms, zst["receipt"], path))
+    assert any(b.startswith("trajectory_sha256:") for b in bad), bad
+    assert any("not JSON" in b for b in bad), bad

@@ -141,22 +141,34 @@ def trajectory_chunks(path: str | Path) -> Generator[bytes]:
             raise TrajectoryFileError(f"{p}: not a readable zstd trajectory ({why})") from None
 
 
-def trajectory_lines(path: str | Path) -> Generator[bytes]:
-    """The lines of the stream, each with its ``\\n`` (a last line without one is yielded as it is)."""
+def trajectory_lines(path: str | Path, max_line: int | None = None) -> Generator[bytes]:
+    """The lines of the stream, each with its ``\\n`` (a last line without one is yielded as it is). With
+    ``max_line``, a line longer than that many bytes raises :class:`TrajectoryFileError` before it is held whole:
+    a few kilobytes of zstd can hold gigabytes without a newline, and a reader must not hold what no run writes."""
     pending: list[bytes] = []  # the start of a line longer than what was read so far
+    held = 0
     for chunk in trajectory_chunks(path):
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
             piece = chunk[start : end + 1]
+            if max_line is not None and held + len(piece) > max_line:
+                raise _too_long(path, max_line)
             if pending:
                 pending.append(piece)
-                piece, pending = b"".join(pending), []
+                piece, pending, held = b"".join(pending), [], 0
             yield piece
             start = end + 1
         if start < len(chunk):
             pending.append(chunk[start:])
+            held += len(chunk) - start
+            if max_line is not None and held > max_line:
+                raise _too_long(path, max_line)
     if pending:
         yield b"".join(pending)
+
+
+def _too_long(path: str | Path, max_line: int) -> TrajectoryFileError:
+    return TrajectoryFileError(f"{path}: a line longer than {max_line} bytes (no run writes one that long)")
 
 
 def trajectory_digest(path: str | Path) -> str:

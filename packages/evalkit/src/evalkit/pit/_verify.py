@@ -19,6 +19,7 @@ from typing import Any, Literal, cast
 import attrs
 
 from evalkit.pit._bindings import environment, harness_block
+from evalkit.pit._bounds import RunBounds
 from evalkit.pit._config import load_config
 from evalkit.pit._diff import ABSENT as _ABSENT
 from evalkit.pit._diff import diff as _diff
@@ -369,13 +370,13 @@ class _EventReader:
     that is not a JSON object; :meth:`drain` then counts and hashes the rest of the stream, so that ``lines`` and
     ``digest`` are the whole stream's without reading the file again."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_line: int | None = None) -> None:
         self.path = path
         self.problems: list[str] = []
         self.lines = 0
         self.first: dict[str, Any] | None = None
         self._hash = hashlib.sha256()
-        self._raw = trajectory_lines(path)
+        self._raw = trajectory_lines(path, max_line)
         self.readable = True
         # the last tool_call event read, with its result's canonical bytes (encoded once, for the replay's compare)
         self.held: tuple[Mapping[str, Any], bytes] | None = None
@@ -509,7 +510,7 @@ def replay_body(
     answers = AnswerKey(release.answer_key)
     session_indices = tuple(calendar.index_of(s.date) for s in sessions)
     scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers)))
-    reader = _EventReader(traj)
+    reader = _EventReader(traj, _max_line(body))
     score_error: list[str] = []
 
     def scored() -> Iterator[dict[str, Any]]:
@@ -569,6 +570,12 @@ def replay_body(
     replayed = assemble_body(inputs, score)
     return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None, digest=digest_read,
                   unreadable=unreadable)
+
+
+def _max_line(body: Mapping[str, Any]) -> int:
+    """The longest line a run writes: its cell's bound (the receipt's, else the default), plus a MiB of slack."""
+    bound = _get(body, "bounds", "trajectory_cell_bytes")
+    return (bound if type(bound) is int and bound > 0 else RunBounds().trajectory_cell_bytes) + (1 << 20)
 
 
 def _replay_checks(body: Mapping[str, Any], result: Replay) -> list[Check]:
