@@ -459,3 +459,37 @@ def test_a_decompression_bomb_in_verify_is_a_named_failure_within_the_receipts_b
     bad = _bad(_verify(both_forms, zst["receipt"], path))
     assert any(b.startswith("trajectory_sha256:") for b in bad), bad
     assert any("not JSON" in b for b in bad), bad
+
+
+def test_the_report_and_browser_bound_lines_by_the_receipt_and_name_a_bad_line(both_forms, tmp_path):
+    """`evalkit report` and `evalkit view` read a trajectory someone handed over: a zstd bomb of one 64 MiB line
+    against a receipt whose cells were bounded at 1 MiB is one named error (never held whole), as is a line that
+    is not a JSON object; the well-formed trajectory reads as before."""
+    import pyarrow as pa
+
+    from evalkit_cli._report_common import ReportError
+    from evalkit_cli._report_pit import pit_model, trajectory_cells
+    from evalkit_cli._view_server import _line_bound
+
+    zst = both_forms["zst"]
+    head = b"".join(list(trajectory_lines(zst["trajectory"]))[:3])
+    bomb = pa.compress(head, codec="zstd", asbytes=True) + pa.compress(b"{" + b"x" * (64 << 20), codec="zstd", asbytes=True)
+    receipt = read_receipt(zst["receipt"])
+    receipt["body"]["bounds"]["trajectory_cell_bytes"] = 1 << 20
+    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
+    (tmp_path / "trajectory.jsonl.zst").write_bytes(bomb)
+    cap = (1 << 20) + (1 << 20)
+    assert _line_bound({"source": {"receipt": str(tmp_path / "receipt.json")}}) == cap
+    with pytest.raises(ReportError, match=f"a line longer than {cap} bytes"):
+        pit_model(tmp_path / "receipt.json", trajectory=None, bundle=None, prices=None, home=None)
+    with pytest.raises(ReportError, match=f"a line longer than {cap} bytes"):
+        trajectory_cells(tmp_path / "trajectory.jsonl.zst", cap)
+    # without a receipt at hand: the default cell bound, plus slack
+    assert _line_bound({"source": {"receipt": str(tmp_path / "absent.json")}}) == (256 << 20) + (1 << 20)
+    for bad, why in ((b'{"type": "cell_start"\n', "line 4 is not a JSON event"), (b"[1, 2]\n", "line 4 is not a JSON object"),
+                     (b'{"a": "\xff"}\n', "line 4 is not a JSON event")):
+        path = tmp_path / "bad.jsonl"
+        path.write_bytes(head + bad)
+        with pytest.raises(ReportError, match=why):
+            trajectory_cells(path)
+    assert trajectory_cells(zst["trajectory"], _line_bound({"source": {"receipt": str(zst["receipt"])}}))

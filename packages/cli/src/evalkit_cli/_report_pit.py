@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from evalkit_cli._report_common import Model, ReportError, read_json
 
-__all__ = ["pit_model", "trajectory_cells"]
+__all__ = ["pit_model", "trajectory_cells", "trajectory_event"]
 
 
 
@@ -20,29 +20,48 @@ CONTAMINATION_MEANING = (
 )
 
 
-def _lines(path: Path) -> Iterator[bytes]:
-    """The trajectory's lines, plain or zstd-compressed (told by its first bytes)."""
-    from evalkit.pit import trajectory_lines
+def _lines(path: Path, max_line: int) -> Iterator[bytes]:
+    """The trajectory's lines, plain or zstd-compressed (told by its first bytes), none longer than ``max_line``
+    (a few KB of zstd can hold gigabytes without a newline): a file that breaks either is a :class:`ReportError`."""
+    from evalkit.pit import TrajectoryFileError, trajectory_lines
 
-    return trajectory_lines(path)
+    try:
+        yield from trajectory_lines(path, max_line)
+    except TrajectoryFileError as exc:
+        raise ReportError(str(exc)) from None
 
 
-def _events(path: Path) -> Iterator[dict[str, Any]]:
-    for line in _lines(path):
+def trajectory_event(path: Path, n: int, line: bytes) -> dict[str, Any]:
+    """Line ``n`` (from 0) of a trajectory as its event, or one :class:`ReportError` naming the file and line."""
+    try:
+        e = json.loads(line)
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError alike
+        raise ReportError(f"{path}: line {n + 1} is not a JSON event ({type(exc).__name__})") from None
+    if not isinstance(e, dict):
+        raise ReportError(f"{path}: line {n + 1} is not a JSON object")
+    return cast("dict[str, Any]", e)
+
+
+def _events(path: Path, max_line: int) -> Iterator[dict[str, Any]]:
+    for n, line in enumerate(_lines(path, max_line)):
         if line.strip():
-            yield cast("dict[str, Any]", json.loads(line))
+            yield trajectory_event(path, n, line)
 
 
-def trajectory_cells(path: Path) -> list[dict[str, Any]]:
+def trajectory_cells(path: Path, max_line: int | None = None) -> list[dict[str, Any]]:
     """Per cell (in trajectory order): arm, clock and one entry per session with its decision's picks,
-    rejected picks, tool calls and line numbers. The probe's calls are a last pseudo-cell named ``probe``."""
+    rejected picks, tool calls and line numbers. The probe's calls are a last pseudo-cell named ``probe``.
+    ``max_line``: the longest line to read (its receipt's :func:`evalkit.pit.line_bound`; default: the default
+    bound's)."""
+    from evalkit.pit import line_bound
+
     cells: list[dict[str, Any]] = []
     cell: dict[str, Any] | None = None
     session: dict[str, Any] | None = None
-    for n, line in enumerate(_lines(path)):
+    for n, line in enumerate(_lines(path, max_line or line_bound(None))):
         if not line.strip():
             continue
-        e = cast("dict[str, Any]", json.loads(line))
+        e = trajectory_event(path, n, line)
         kind = e.get("type")
         if kind == "cell_start":
             cell = {"arm": e.get("arm"), "clock": e.get("clock"), "sessions": []}
@@ -82,7 +101,9 @@ def _pit_cumulative(
         return {"measure": "none", "note": "the trajectory was not found: pass --trajectory", "series": []}
     decisions: list[tuple[str, str, list[str], str]] = []
     in_probe = False
-    for e in _events(traj):
+    from evalkit.pit import line_bound
+
+    for e in _events(traj, line_bound(body)):
         kind = e.get("type")
         if kind == "agent_call" and "probe_item" in e:
             in_probe = True

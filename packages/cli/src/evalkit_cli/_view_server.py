@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -192,7 +192,7 @@ class ViewServer(ThreadingHTTPServer):
             if cached is not None and cached[0] == item:
                 return cached[1]
         traj = model["source"]["trajectory"]
-        cells = trajectory_cells(Path(traj)) if traj else []
+        cells = trajectory_cells(Path(traj), _line_bound(model)) if traj else []
         with self._lock:
             self._cells[n] = (item, cells)
         return cells
@@ -309,11 +309,13 @@ class _Handler(BaseHTTPRequestHandler):
         wanted = set(session["lines"])
         events: list[dict[str, Any]] = []
         from evalkit.pit import trajectory_lines
+        from evalkit_cli._report_pit import trajectory_event
 
-        lines = trajectory_lines(Path(model["source"]["trajectory"]))  # plain or zstd-compressed
+        path = Path(model["source"]["trajectory"])
+        lines = trajectory_lines(path, _line_bound(model))  # plain or zstd-compressed
         for i, line in enumerate(lines):
             if i in wanted:
-                events.append(cast("dict[str, Any]", json.loads(line)))
+                events.append(trajectory_event(path, i, line))
             if i > session["lines"][-1]:
                 lines.close()
                 break
@@ -348,3 +350,15 @@ class _Handler(BaseHTTPRequestHandler):
         nav = f'<p><a href="/item/{n}/trajectory">all sessions</a> {prev_link} {next_link}</p>'
         title = f"{model['title']}: {name}, session {session['session_date']}"
         return _plain_page(title, f"<section>{nav}{''.join(parts)}</section>")
+
+
+def _line_bound(model: Mapping[str, Any]) -> int:
+    """The longest trajectory line this run's receipt allows (its cell bound, plus slack): what the view reads."""
+    from evalkit.pit import line_bound
+    from evalkit_core import ReceiptError, read_receipt
+
+    try:
+        body = read_receipt(Path(model["source"]["receipt"]))["body"]
+    except (ReceiptError, OSError, KeyError, TypeError):
+        body = None
+    return line_bound(cast("Mapping[str, Any]", body) if isinstance(body, Mapping) else None)

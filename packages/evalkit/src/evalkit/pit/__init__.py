@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     )
     from evalkit.pit._trajfile import (
         TrajectoryFileError,
+        line_bound,
         trajectory_chunks,
         trajectory_digest,
         trajectory_lines,
@@ -124,6 +125,7 @@ _LAZY: dict[str, str] = {
     "session_samples": "evalkit.pit._export",
     "stub_agent": "evalkit.pit._agents",
     "tool_specs": "evalkit.pit._tool_specs",
+    "line_bound": "evalkit.pit._trajfile",
     "trajectory_chunks": "evalkit.pit._trajfile",
     "trajectory_digest": "evalkit.pit._trajfile",
     "trajectory_lines": "evalkit.pit._trajfile",
@@ -162,6 +164,7 @@ __all__ = [
     "from_callable",
     "from_model",
     "from_tool_loop",
+    "line_bound",
     "load_config",
     "load_prices",
     "network_guard",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final, cast
 
@@ -29,6 +29,7 @@ __all__ = [
     "TrajectoryFileError",
     "TrajectorySink",
     "encoding_for",
+    "line_bound",
     "stored_encoding",
     "trajectory_chunks",
     "trajectory_digest",
@@ -165,6 +166,19 @@ def trajectory_lines(path: str | Path, max_line: int | None = None) -> Generator
                 raise _too_long(path, max_line)
     if pending:
         yield b"".join(pending)
+
+
+def line_bound(body: Mapping[str, Any] | None) -> int:
+    """The longest line a run bound by this receipt body can have written (its ``bounds.trajectory_cell_bytes``,
+    else the default cell bound, plus a MiB of slack): what every reader of a receipt's trajectory passes to
+    :func:`trajectory_lines` as ``max_line``."""
+    from evalkit.pit._bounds import RunBounds
+
+    bounds = cast("object", body.get("bounds")) if body is not None else None
+    bound = cast("Mapping[str, object]", bounds).get("trajectory_cell_bytes") if isinstance(bounds, Mapping) else None
+    if type(bound) is not int or bound < 1:
+        bound = RunBounds().trajectory_cell_bytes
+    return bound + (1 << 20)
 
 
 def _too_long(path: str | Path, max_line: int) -> TrajectoryFileError:

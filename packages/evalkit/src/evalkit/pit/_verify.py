@@ -19,13 +19,12 @@ from typing import Any, Literal, cast
 import attrs
 
 from evalkit.pit._bindings import environment, harness_block
-from evalkit.pit._bounds import RunBounds
 from evalkit.pit._config import load_config
 from evalkit.pit._diff import ABSENT as _ABSENT
 from evalkit.pit._diff import diff as _diff
 from evalkit.pit._diff import show as _show
 from evalkit.pit._trajectory import spliced_line
-from evalkit.pit._trajfile import TrajectoryFileError, trajectory_digest, trajectory_lines
+from evalkit.pit._trajfile import TrajectoryFileError, line_bound, trajectory_digest, trajectory_lines
 from evalkit_core import (
     ConfigError,
     EvalkitError,
@@ -510,7 +509,7 @@ def replay_body(
     answers = AnswerKey(release.answer_key)
     session_indices = tuple(calendar.index_of(s.date) for s in sessions)
     scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers)))
-    reader = _EventReader(traj, _max_line(body))
+    reader = _EventReader(traj, line_bound(body))
     score_error: list[str] = []
 
     def scored() -> Iterator[dict[str, Any]]:
@@ -570,12 +569,6 @@ def replay_body(
     replayed = assemble_body(inputs, score)
     return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None, digest=digest_read,
                   unreadable=unreadable)
-
-
-def _max_line(body: Mapping[str, Any]) -> int:
-    """The longest line a run writes: its cell's bound (the receipt's, else the default), plus a MiB of slack."""
-    bound = _get(body, "bounds", "trajectory_cell_bytes")
-    return (bound if type(bound) is int and bound > 0 else RunBounds().trajectory_cell_bytes) + (1 << 20)
 
 
 def _replay_checks(body: Mapping[str, Any], result: Replay) -> list[Check]:
