@@ -4,7 +4,7 @@ The loader is strict: a price file either holds one clean opening price per (tic
 with one line naming the file, the line and the field. Refused:
 
 - a duplicate (ticker, date): which bar is right would depend on row order;
-- an open that is zero, negative, infinite or not a number ("12,5", "abc", and the vendors' ``n/a``, ``NA``,
+- an open that is zero, negative, below ``MIN_OPEN`` (1e-06) or above ``MAX_OPEN`` (1e+09), infinite or not a number ("12,5", "abc", and the vendors' ``n/a``, ``NA``,
   ``null`` or ``NaN``: a marker is not a number, and a bar it stands for would silently count as an unpriced
   trade);
 - a date that is not ``YYYY-MM-DD`` (trailing text included), or a timestamp whose time is not midnight;
@@ -42,6 +42,9 @@ MISSING_MARKERS = ("",)  # only an empty field: any text must be a number
 # A date, optionally followed by a midnight time (vendors that export timestamps write 00:00:00, maybe with an
 # offset); anything else after the date is trailing text and refused.
 _DATE_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[ T]00:00(?::00(?:\.0+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?$"
+# A price outside these bounds is no quote but a unit or typing error, and its return overflows a float: an open of
+# 5e-324 (a subnormal) against a close of 12.5 is a return of inf, which no receipt can hold.
+MIN_OPEN, MAX_OPEN = 1e-6, 1e9
 _NUMBER_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 
 
@@ -88,21 +91,68 @@ def load_prices(path: str | Path, *, source: str, pulled_at: str | None = None) 
         raise PricesError(f"{p}: cannot be read as CSV or Parquet ({exc.__class__.__name__})") from None
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
-        raise PricesError(f"{p}: missing column(s) {', '.join(missing)}; expected at least ticker, date, open")
+        raise PricesError(
+            f"{p}: missing column(s) {', '.join(missing)}; expected at least ticker, date, open"
+        )
+    twice = [c for c in REQUIRED if f"{c}_duplicated_0" in raw.columns]  # polars renames a repeated header so
+    if twice:  # which of two opens is the price would depend on column order: refused like a repeated bar
+        raise PricesError(
+            f"{p}: {_loc(p, -1, parquet=parquet)}: column(s) {', '.join(map(repr, twice))} repeat; "
+            "expected each of ticker, date, open once"
+        )
+    for name in REQUIRED:
+        if not _textual(raw.schema[name]):
+            raise PricesError(
+                f"{p}: field {name!r} expected text, numbers or dates, got a {raw.schema[name]} column"
+            )
     others = [c for c in raw.columns if c not in REQUIRED]
-    text = raw.select(
-        _as_text(raw, "ticker"), _as_text(raw, "date"), _as_text(raw, "open"), _null_row(others)
-    ).with_row_index("_row")
-    frame, missing_bars = _validate(p, text.select("_row", "ticker", "date", "open", "_null_row"), parquet=parquet)
-    return Prices(path=p, source=source, pulled_at=pulled_at, sha256=file_digest(p), frame=frame, missing_bars=missing_bars)
+    try:
+        text = raw.select(
+            _as_text(raw, "ticker"), _as_text(raw, "date"), _as_text(raw, "open"), _null_row(raw, others)
+        ).with_row_index("_row")
+        frame, missing_bars = _validate(
+            p, text.select("_row", "ticker", "date", "open", "_null_row"), parquet=parquet
+        )
+    except (
+        pl.exceptions.PolarsError
+    ) as exc:  # what no check above foresaw is still one line, never a traceback
+        raise PricesError(f"{p}: cannot be read as prices ({exc.__class__.__name__})") from None
+    return Prices(
+        path=p,
+        source=source,
+        pulled_at=pulled_at,
+        sha256=file_digest(p),
+        frame=frame,
+        missing_bars=missing_bars,
+    )
 
 
-def _null_row(others: list[str]) -> pl.Expr:
+def _textual(dtype: pl.DataType) -> bool:
+    """Whether a column's values have a text form the checks can read (a list, a struct or a duration has none)."""
+    kinds = (
+        pl.Datetime,
+        pl.Decimal,
+        pl.Categorical,
+        pl.Enum,
+        pl.String,
+        pl.Boolean,
+        pl.Date,
+        pl.Time,
+        pl.Null,
+    )
+    return dtype.is_numeric() or isinstance(dtype, kinds)
+
+
+def _null_row(raw: pl.DataFrame, others: list[str]) -> pl.Expr:
     """Whether a row is a vendor's null bar: its open and every other field written as the literal ``null`` (or
     left empty), as some exports write a day with no bar. Only then is an open of ``null`` a missing bar; an open of
     ``null`` (or any other text) beside numbers is refused."""
     fields = ["open", *others]
-    blank = [pl.col(c).cast(pl.String).str.strip_chars().fill_null("").is_in(["", "null"]) for c in fields]
+    blank = [
+        pl.col(c).cast(pl.String).str.strip_chars().fill_null("").is_in(["", "null"])
+        if _textual(raw.schema[c]) else pl.col(c).is_null()  # a vendor's list or struct column: null or not
+        for c in fields
+    ]  # fmt: skip
     return pl.all_horizontal(blank).alias("_null_row")
 
 
@@ -147,12 +197,18 @@ def _validate(p: Path, text: pl.DataFrame, *, parquet: bool) -> tuple[pl.DataFra
         raise PricesError(
             f"{_where(p, row, parquet=parquet)}: field 'date' expected a date YYYY-MM-DD, got {bad_day.get_column('date').item()!r}"
         )
-    bad_open = parsed.filter(pl.col("price").is_not_null() & ~((pl.col("price") > 0) & pl.col("price").is_finite())).head(1)
-    if bad_open.height:
-        row = int(bad_open.get_column("_row").item())
-        raise PricesError(
-            f"{_where(p, row, parquet=parquet)}: field 'open' expected a positive price, got {bad_open.get_column('open').item()!r}"
-        )
+    price = pl.col("price")
+    for bad, expected in (
+        (~((price > 0) & price.is_finite()), "a positive price"),
+        (~((price >= MIN_OPEN) & (price <= MAX_OPEN)), f"a price from {MIN_OPEN:g} to {MAX_OPEN:g}"),
+    ):
+        bad_open = parsed.filter(price.is_not_null() & bad).head(1)
+        if bad_open.height:
+            row = int(bad_open.get_column("_row").item())
+            got = bad_open.get_column("open").item()
+            raise PricesError(
+                f"{_where(p, row, parquet=parquet)}: field 'open' expected {expected}, got {got!r}"
+            )
     keyed = parsed.with_columns(ticker.str.strip_chars())
     dup = keyed.filter(pl.struct("ticker", "day").is_duplicated()).sort("_row").head(1)
     if dup.height:
@@ -166,7 +222,9 @@ def _validate(p: Path, text: pl.DataFrame, *, parquet: bool) -> tuple[pl.DataFra
     missing_bars = keyed.height - usable.height
     if usable.height == 0:
         detail = f"{keyed.height} row(s), all with a missing open" if keyed.height else "no data rows"
-        raise PricesError(f"{p}: field 'open': no usable row ({detail}); expected at least one bar with a positive open")
+        raise PricesError(
+            f"{p}: field 'open': no usable row ({detail}); expected at least one bar with a positive open"
+        )
     frame = usable.select(pl.col("ticker"), pl.col("day").alias("date"), pl.col("price").alias("open"))
     return frame, missing_bars
 
@@ -176,7 +234,10 @@ def _where(p: Path, row: int, *, parquet: bool) -> str:
 
 
 def _loc(p: Path, row: int, *, parquet: bool) -> str:
-    """``line N`` for a CSV record (the physical line it starts on), ``row N`` for Parquet."""
+    """``line N`` for a CSV record (the physical line it starts on; the header is record -1), ``row N`` for
+    Parquet."""
+    if row < 0:
+        return "header" if parquet else "line 1"
     return f"row {row + 1}" if parquet else f"line {_csv_line(p, row)}"
 
 
