@@ -41,9 +41,18 @@ V2 = Path(__file__).parent / "fixtures" / "receipt-v2-main"
 
 KEY = SigningKey.from_seed(bytes(range(32)))
 SERVED_DECODERS = {
-    "calendar_inversion", "public_rule_search", "sec_calendar_fingerprint", "window_anchor", "window_placement",
-    "count_alignment", "total_correlation", "form_mix_nearest", "entry_counts", "containment",
-    "time_of_day_match", "nearest_time_of_day",
+    "calendar_inversion",
+    "public_rule_search",
+    "sec_calendar_fingerprint",
+    "window_anchor",
+    "window_placement",
+    "count_alignment",
+    "total_correlation",
+    "form_mix_nearest",
+    "entry_counts",
+    "containment",
+    "time_of_day_match",
+    "nearest_time_of_day",
 }
 
 
@@ -85,7 +94,11 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> dict[s
 def served(demo: Release, demo_run: dict[str, Any]) -> ServedMask:
     """What the run served, rebuilt here (as verify does) from the release and its secret."""
     body = demo_run["result"].body
-    return serve_mask(demo, (dt.date.fromisoformat(body["window"]["start"]), dt.date.fromisoformat(body["window"]["end"])), nyse())
+    return serve_mask(
+        demo,
+        (dt.date.fromisoformat(body["window"]["start"]), dt.date.fromisoformat(body["window"]["end"])),
+        nyse(),
+    )
 
 
 def _shifted_figures(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -130,7 +143,9 @@ def test_decoys_and_hidden_sessions_are_accepted_never_traded(demo_run: dict[str
         assert shifted["lookahead_trades"] == main["lookahead_trades"]
         assert shifted["rejected_picks"] == main["rejected_picks"]
         assert "decoy_picks" not in main and "decoy_picks" not in cells["redacted", clock]
-    assert len(served.sessions) - len(served.window) >= HIDDEN_DAYS - 2  # a few hidden days may be exchange holidays
+    assert (
+        len(served.sessions) - len(served.window) >= HIDDEN_DAYS - 2
+    )  # a few hidden days may be exchange holidays
 
 
 def test_decoys_never_enter_the_probe(demo_run: dict[str, Any], served: ServedMask, demo: Release):
@@ -142,8 +157,11 @@ def test_decoys_never_enter_the_probe(demo_run: dict[str, Any], served: ServedMa
 
 def test_the_demo_run_verifies(demo_run: dict[str, Any], demo_dir: Path):
     checks = verify_pit_receipt(
-        demo_run["receipt"], trajectory=demo_run["trajectory"], bundle=demo_dir,
-        prices=demo_dir / DEMO.prices_file, key=KEY.key_id,
+        demo_run["receipt"],
+        trajectory=demo_run["trajectory"],
+        bundle=demo_dir,
+        prices=demo_dir / DEMO.prices_file,
+        key=KEY.key_id,
     )
     assert [c.name for c in checks if not c.ok] == []
     assert "returns not recomputed" not in next(c for c in checks if c.name == "replay").detail
@@ -170,7 +188,9 @@ def _sent(trajectory: Path) -> tuple[list[dict[str, Any]], str]:
     return rows, "\n".join(sent)
 
 
-def test_nothing_but_the_rows_says_which_are_decoys(demo_run: dict[str, Any], served: ServedMask, demo_dir: Path):
+def test_nothing_but_the_rows_says_which_are_decoys(
+    demo_run: dict[str, Any], served: ServedMask, demo_dir: Path
+):
     """A decoy is served with the fields a real row has, in the same forms, and nothing the agent is sent names
     the decoys, the secret or the hidden days' number before the window."""
     rows, text = _sent(demo_run["trajectory"])
@@ -192,7 +212,9 @@ def test_nothing_but_the_rows_says_which_are_decoys(demo_run: dict[str, Any], se
 def _pairs(served: ServedMask, demo: Release) -> list[tuple[dt.date, dt.date]]:
     real = demo.arm("main").select("row_key", pl.col("partition_date").alias("real"))
     joined = served.arm.join(real, on="row_key")
-    return list(zip(joined.get_column("partition_date").to_list(), joined.get_column("real").to_list(), strict=True))
+    return list(
+        zip(joined.get_column("partition_date").to_list(), joined.get_column("real").to_list(), strict=True)
+    )
 
 
 def _tod(t: dt.datetime) -> int:
@@ -218,7 +240,9 @@ def test_knowing_the_window_and_the_record_names_the_placement_one_time_in_hidde
     assert share < THRESHOLD
     assert len(guesses) > 1 / THRESHOLD  # the tie is what keeps it under the threshold
     known = {
-        (f, d, _tod(t)) for f, d, t in record.select("form", "partition_date", "acceptance_at").iter_rows() if t is not None
+        (f, d, _tod(t))
+        for f, d, t in record.select("form", "partition_date", "acceptance_at").iter_rows()
+        if t is not None
     }
     days = sorted(set(served.arm.get_column("partition_date").to_list()))
     real_days = sorted(set(record.get_column("partition_date").to_list()))
@@ -227,7 +251,10 @@ def test_knowing_the_window_and_the_record_names_the_placement_one_time_in_hidde
     for p in range(1, len(days) - len(real_days)):
         mapping = {days[p + i]: d for i, d in enumerate(real_days) if p + i < len(days)}
         hits = [
-            k for k, f, d, t in served.arm.select("row_key", "form", "partition_date", "acceptance_at").iter_rows()
+            k
+            for k, f, d, t in served.arm.select(
+                "row_key", "form", "partition_date", "acceptance_at"
+            ).iter_rows()
             if t is not None and (f, mapping.get(d), _tod(t)) in known
         ]
         real_hits = sum(k not in served.decoys for k in hits)
@@ -246,9 +273,16 @@ def test_the_probe_tells_its_own_process_which_rows_are_real(
     The cells' processes never see a probe item (each cell is its own process, ended before the probe), so no
     trade can use it; an agent that then answers the probe with what it found is caught by the probe."""
     record = demo.arm("main")
-    have = {(f, d, time_class(t)) for f, d, t in record.select("form", "partition_date", "acceptance_at").iter_rows()}
+    have = {
+        (f, d, time_class(t))
+        for f, d, t in record.select("form", "partition_date", "acceptance_at").iter_rows()
+    }
     items = [i["row_key"] for i in demo_run["result"].body["probe"]["items"]]
-    shown = served.arm.filter(pl.col("row_key").is_in(items)).select("form", "partition_date", "acceptance_at").rows()
+    shown = (
+        served.arm.filter(pl.col("row_key").is_in(items))
+        .select("form", "partition_date", "acceptance_at")
+        .rows()
+    )
     days = sorted(set(served.arm.get_column("partition_date").to_list()))
     real_days = sorted(set(record.get_column("partition_date").to_list()))
     pairs = _pairs(served, demo)
@@ -273,8 +307,14 @@ def small_runs(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> list
     """8-Ks of February and March, main and shifted arms, twice. (A window shorter than 1/THRESHOLD = 20 days
     cannot hold against the record: a uniform guess among its days names the right one more often than that.)"""
     return [
-        _run(tmp_path_factory.mktemp(f"small-{n}"), demo_dir, forms=("8-K",), start="2023-02-01", end="2023-03-31",
-             arms=("main", "shifted"))
+        _run(
+            tmp_path_factory.mktemp(f"small-{n}"),
+            demo_dir,
+            forms=("8-K",),
+            start="2023-02-01",
+            end="2023-03-31",
+            arms=("main", "shifted"),
+        )
         for n in range(2)
     ]
 
@@ -301,7 +341,9 @@ def test_a_run_of_main_and_shifted_holds(small_runs: list[dict[str, Any]], demo_
         assert not f["breaks"], name
     assert body["probe"]["verdict"] == "mask_holds"
     assert body["masks"] == "hold"
-    checks = verify_pit_receipt(run_["receipt"], trajectory=run_["trajectory"], bundle=demo_dir, key=KEY.key_id)
+    checks = verify_pit_receipt(
+        run_["receipt"], trajectory=run_["trajectory"], bundle=demo_dir, key=KEY.key_id
+    )
     assert [c.name for c in checks if not c.ok] == []
 
 
@@ -317,7 +359,9 @@ def _resigned(run_: dict[str, Any], tmp: Path, lines: list[bytes]) -> tuple[Path
     return receipt, traj
 
 
-def test_a_tampered_decoy_row_is_caught(small_runs: list[dict[str, Any]], demo_dir: Path, demo: Release, tmp_path: Path):
+def test_a_tampered_decoy_row_is_caught(
+    small_runs: list[dict[str, Any]], demo_dir: Path, demo: Release, tmp_path: Path
+):
     """Move one decoy's shown acceptance by a second in one answer, re-sign: the replay rebuilds the decoys from the
     secret and names the line."""
     run_ = small_runs[0]
@@ -330,7 +374,9 @@ def test_a_tampered_decoy_row_is_caught(small_runs: list[dict[str, Any]], demo_d
         rows = cast("list[dict[str, str]]", listed if isinstance(listed, list) else [])
         target = next((r for r in rows if r["row_key"] in served.decoys and "acceptance_at" in r), None)
         if target is not None:
-            t = dt.datetime.fromisoformat(target["acceptance_at"].replace("Z", "+00:00")) + dt.timedelta(seconds=1)
+            t = dt.datetime.fromisoformat(target["acceptance_at"].replace("Z", "+00:00")) + dt.timedelta(
+                seconds=1
+            )
             target["acceptance_at"] = t.strftime("%Y-%m-%dT%H:%M:%SZ")
             lines[n] = canonical_bytes(event) + b"\n"
             break
@@ -340,10 +386,15 @@ def test_a_tampered_decoy_row_is_caught(small_runs: list[dict[str, Any]], demo_d
     checks = verify_pit_receipt(receipt, trajectory=traj, bundle=demo_dir, key=KEY.key_id)
     bad = [c for c in checks if not c.ok]
     assert "signature" not in {c.name for c in bad}
-    assert any(c.name == "trajectory" and f"line {n + 1}:" in c.detail and "not what the release serves" in c.detail for c in bad), bad
+    assert any(
+        c.name == "trajectory" and f"line {n + 1}:" in c.detail and "not what the release serves" in c.detail
+        for c in bad
+    ), bad
 
 
-def test_a_receipt_that_hides_its_decoys_is_caught(small_runs: list[dict[str, Any]], demo_dir: Path, tmp_path: Path):
+def test_a_receipt_that_hides_its_decoys_is_caught(
+    small_runs: list[dict[str, Any]], demo_dir: Path, tmp_path: Path
+):
     """Claim the run served no decoys (config and version edited, re-signed): the config no longer hashes to what
     the receipt binds, and the replay (which then serves no decoys) disagrees with the trajectory."""
     run_ = small_runs[0]
@@ -359,8 +410,15 @@ def test_a_receipt_that_hides_its_decoys_is_caught(small_runs: list[dict[str, An
 
 def test_mask_decoys_needs_a_mask_secret(tmp_path: Path):
     old = write_demo_release(tmp_path / "old", release_format="evalkit-release/2")
-    cfg = RunConfig(bundle_path=str(old), mask_decoys=True, forms=("8-K",), start="2023-03-01", end="2023-03-10",
-                    trajectory_path=str(tmp_path / "t.jsonl"), receipt_path=str(tmp_path / "r.json"))
+    cfg = RunConfig(
+        bundle_path=str(old),
+        mask_decoys=True,
+        forms=("8-K",),
+        start="2023-03-01",
+        end="2023-03-10",
+        trajectory_path=str(tmp_path / "t.jsonl"),
+        receipt_path=str(tmp_path / "r.json"),
+    )
     with pytest.raises(ConfigError, match=r"mask_decoys.*no mask secret"):
         run(from_callable(lambda prompt, tools: []), cfg, key=KEY)
     assert not (tmp_path / "t.jsonl").exists() and not (tmp_path / "r.json").exists()
@@ -391,5 +449,7 @@ def test_a_version_2_receipt_made_by_the_previous_harness_verifies_as_it_did(tmp
     then = [tuple(c) for c in json.loads((V2 / "checks.json").read_text())]
     now = [(c.name, c.status) for c in checks]
     assert ("harness_source_sha256", "note") in now
-    assert [c for c in now if c[0] != "harness_source_sha256"] == [c for c in then if c[0] != "harness_source_sha256"]
+    assert [c for c in now if c[0] != "harness_source_sha256"] == [
+        c for c in then if c[0] != "harness_source_sha256"
+    ]
     assert all(c.ok for c in checks)

@@ -24,7 +24,6 @@ from evalkit.pit._runner import (
     cell_sessions,
     cell_start_event,
     entries_of,
-    entry_table,
     probe_clock,
     probe_view,
     result_json,
@@ -156,7 +155,9 @@ def replay_trajectory(
     return walk.problems, walk.counts
 
 
-def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date], served: ServedMask | None) -> None:
+def _walk_run(
+    walk: _Walk, release: Release, window: tuple[dt.date, dt.date], served: ServedMask | None
+) -> None:
     cfg, calendar = walk.config, walk.calendar
     sessions = calendar.between(*window)
     indices = [calendar.index_of(s.date) for s in sessions]
@@ -173,10 +174,8 @@ def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date], se
             break
         decoyed = served is not None and view.arm == "shifted"
         if (decoyed, view.clock) not in tables:
-            tables[decoyed, view.clock] = (
-                entries_of(served.main, view.clock, calendar) if served is not None and decoyed
-                else entry_table(release, view.clock, calendar)
-            )
+            main = served.main if served is not None and decoyed else release.arm("main")
+            tables[decoyed, view.clock] = entries_of(main, view.clock, calendar)
         entries = tables[decoyed, view.clock]
         walk.take("cell_start", cell_start_event(view))
         for s_idx in cell_sessions(view, sessions, indices, served)[1]:

@@ -327,9 +327,9 @@ class _RunState:
         self.proc: AgentProcess | None = None  # the agent's process for the current cell (or the probe)
         self.loaded = False  # whether an agent process has loaded the agent yet
         # Everything the body reports is computed from the events by the scorer (verify runs the same one).
-        self.scorer = Scorer(
-            ScoreInputs(config, calendar, tuple(self.session_indices), answers, opens_for(prices, answers), served)
-        )
+        opens = opens_for(prices, answers)
+        inputs = ScoreInputs(config, calendar, tuple(self.session_indices), answers, opens, served)
+        self.scorer = Scorer(inputs)
 
     # -- models ----------------------------------------------------------------------------------------------
 

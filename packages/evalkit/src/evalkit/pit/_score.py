@@ -123,7 +123,8 @@ class ScoreInputs:
     session_indices: tuple[int, ...]
     answers: Mapping[str, Mapping[str, Any]]
     opens: Mapping[tuple[str, dt.date], float] | None
-    served: ServedMask | None = None  # the shifted arm as served with decoys (its own sessions; decoy picks apart)
+    # the shifted arm as served with decoys (its own sessions; its decoy picks counted apart)
+    served: ServedMask | None = None
 
     def indices(self, arm: str) -> Sequence[int]:
         """The calendar indices of the sessions a cell of ``arm`` runs."""
@@ -170,7 +171,8 @@ class _Cell:
     decisions: int = 0
     trades: list[tuple[str, int]] = attrs.field(factory=list[tuple[str, int]])
     rejected: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(REJECT_REASONS, 0))
-    decoy_picks: int | None = None  # a served shifted cell's picks of decoys or at hidden sessions (never traded)
+    # a served shifted cell's picks of decoys or at hidden sessions (never traded); None for any other cell
+    decoy_picks: int | None = None
 
 
 class Scorer:
@@ -463,7 +465,8 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
             "main_minus_redacted": _delta(main, _total(cells, "redacted", clock)),
         }
     first, window_end = inp.sessions[0].date, inp.sessions[-1].date
-    decoders = run_decoders(inp.release, [a for a in cfg.arms if a != "main"], (first, window_end), served=inp.served)
+    masked = [a for a in cfg.arms if a != "main"]
+    decoders = run_decoders(inp.release, masked, (first, window_end), served=inp.served)
     # A mask a decoder breaks does not hold, whatever the agent answered; otherwise the probe decides.
     masks = "leak" if decoders["broken_by"] else _MASKS[score.probe["verdict"]]
     cutoff = dt.date.fromisoformat(cfg.training_cutoff) if cfg.training_cutoff else None

@@ -75,7 +75,11 @@ def clock_order(main_frame: pl.DataFrame, clock: Clock, calendar: Calendar) -> p
 
 
 def cell_views(
-    release: Release, arms: Sequence[str], clocks: Sequence[str], calendar: Calendar, served: ServedMask | None = None
+    release: Release,
+    arms: Sequence[str],
+    clocks: Sequence[str],
+    calendar: Calendar,
+    served: ServedMask | None = None,
 ) -> Iterator[CellView]:
     """The cells of a run in its order (arm by arm, each clock within), made lazily: an arm's rows are formatted
     once for its cells and dropped after them, and each clock's order of the rows (and the lookups built on it) is
@@ -96,8 +100,9 @@ def cell_views(
             order = orders.get((decoyed, clock))
             if order is None:
                 order = orders[decoyed, clock] = clock_order(main_frame, clock, calendar)
+            like = first.get(clock)
             view = CellView(
-                arm, clock, frame, main_frame, calendar, shift, rows, order, like=first.get(clock), by_shown=decoyed
+                arm, clock, frame, main_frame, calendar, shift, rows, order, like=like, by_shown=decoyed
             )
             first.setdefault(clock, view.lookups)
             yield view

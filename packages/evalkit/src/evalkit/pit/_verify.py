@@ -491,7 +491,8 @@ def replay_body(
         release = release.select(forms=list(config.forms) or None, start=start, end=end)
         calendar = nyse(use_cache=False)
         sessions = calendar.between(start, end)
-        served = served_for(config, release, (start, end), calendar)  # decoys rebuilt from the release's secret
+        # the shifted arm as the run served it, decoys rebuilt from the release's secret (mask_decoys)
+        served = served_for(config, release, (start, end), calendar)
         statement = body.get("prices")
         loaded = None
         if prices is not None and isinstance(statement, dict):
@@ -504,7 +505,8 @@ def replay_body(
 
     answers = AnswerKey(release.answer_key)
     session_indices = tuple(calendar.index_of(s.date) for s in sessions)
-    scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers), served))
+    score_inputs = ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers), served)
+    scorer = Scorer(score_inputs)
     reader = _EventReader(traj, _max_line(body))
     score_error: list[str] = []
 
