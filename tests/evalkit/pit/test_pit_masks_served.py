@@ -453,3 +453,24 @@ def test_a_version_2_receipt_made_by_the_previous_harness_verifies_as_it_did(tmp
         c for c in then if c[0] != "harness_source_sha256"
     ]
     assert all(c.ok for c in checks)
+
+
+def test_the_cli_serves_the_mask_when_asked_and_verify_replays_it(cli, demo_dir: Path, tmp_path: Path):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    config = tmp_path / "run.json"
+    RunConfig(
+        bundle_path=str(demo_dir),
+        forms=("8-K",),
+        start="2023-02-01",
+        end="2023-03-31",
+        arms=("shifted",),
+        clocks=("pit",),
+        probe_items=0,
+    ).dump(config)
+    receipt, traj = tmp_path / "r.json", tmp_path / "t.jsonl"
+    code, out, _ = cli("run", "--config", config, "--mask-decoys", "--receipt", receipt, "--trajectory", traj)  # pyright: ignore[reportUnknownVariableType]
+    assert code == 0, out
+    body = read_receipt(receipt)["body"]
+    assert body["receipt_version"] == 3 and body["config"]["mask_decoys"] is True
+    assert body["cells"][0]["sessions"] > body["window"]["sessions"]
+    code, out, _ = cli("verify", receipt, "--trajectory", traj, "--bundle", demo_dir)  # pyright: ignore[reportUnknownVariableType]
+    assert code == 0 and "run_valid true" in out, out
