@@ -114,6 +114,7 @@ def run(
     price_source: str | None = typer.Option(None, "--price-source", help="Where the prices came from (required with --prices)."),
     pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
     netns: bool = typer.Option(False, "--netns", help="Refuse to run unless the agent gets a network namespace of its own (bubblewrap)."),
+    mask_decoys: bool = typer.Option(False, "--mask-decoys", help="Serve the shifted arm with decoys, drawn times of day and a hidden window (RunConfig.mask_decoys)."),
     as_json: bool = typer.Option(False, "--json", help="Print the receipt body as JSON instead of the table."),
     show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
@@ -143,6 +144,8 @@ def run(
         overrides["receipt_path"] = receipt
     if agent:
         overrides["agent"] = agent
+    if mask_decoys:
+        overrides["mask_decoys"] = True
     if prices:
         overrides.update(prices_path=prices, price_source=price_source, prices_pulled_at=pulled_at)
     elif price_source or pulled_at:

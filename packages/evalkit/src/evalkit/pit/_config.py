@@ -80,6 +80,9 @@ class RunConfig:
     prices_path: str | None = attrs.field(default=None, converter=_opt_str)
     price_source: str | None = attrs.field(default=None, converter=_opt_str)
     prices_pulled_at: str | None = attrs.field(default=None, converter=_opt_str)
+    # Serve the shifted arm with decoys, drawn times of day and a hidden window (docs/pit-harness.md, "Decoys").
+    # Left out of the JSON and the digest when off, so a config that does not use it keeps the digest it had.
+    mask_decoys: bool = False
     trajectory_path: str = attrs.field(default="trajectory.jsonl", converter=_str)
     receipt_path: str = attrs.field(default="receipt.json", converter=_str)
     # The file this config was loaded from, for error messages only: not part of to_json() or the digest.
@@ -122,6 +125,8 @@ class RunConfig:
                     raise ConfigError(f"{field}: expected a date YYYY-MM-DD, got {value!r}") from None
         if self.training_cutoff_source is not None and self.training_cutoff is None:
             raise ConfigError("training_cutoff_source: given without training_cutoff")
+        if type(self.mask_decoys) is not bool:
+            raise ConfigError(f"mask_decoys: expected true or false, got {self.mask_decoys!r}")
         if self.prices_path is not None and not self.price_source:
             raise ConfigError("price_source: required when prices_path is given (say where the prices came from)")
 
@@ -148,6 +153,8 @@ class RunConfig:
     def to_json(self) -> dict[str, Any]:
         d = attrs.asdict(self)
         d.pop("origin")
+        if not self.mask_decoys:
+            d.pop("mask_decoys")
         d["forms"], d["arms"], d["clocks"] = list(self.forms), list(self.arms), list(self.clocks)
         return d
 

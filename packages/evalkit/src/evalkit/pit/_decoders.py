@@ -31,12 +31,15 @@ import datetime as dt
 import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from evalkit_core import Calendar, Release, is_sec_business_day, nyse
 from evalkit_core._shift import public_offsets
+
+if TYPE_CHECKING:
+    from evalkit.pit._serving import ServedMask
 
 __all__ = ["DECODER_RULE", "THRESHOLD", "run_decoders", "summary"]
 
@@ -55,15 +58,19 @@ def run_decoders(
     arms: Sequence[str],
     window: tuple[dt.date, dt.date] | None = None,
     calendar: Calendar | None = None,
+    *,
+    served: ServedMask | None = None,
 ) -> dict[str, Any]:
     """Every decoder against every masked arm of ``arms`` in ``release`` (narrowed to the run), whose real
-    window is ``window`` (default: the release's); the receipt's ``decoders`` block."""
+    window is ``window`` (default: the release's); the receipt's ``decoders`` block. With ``served``, the shifted
+    arm is the one its cells served (decoys included), and the decoders written against decoys join in."""
     cal = calendar or nyse()
     truth = release.answer_key.select("row_key", "partition_date", "issuer")
     main = release.arm("main")
     out: dict[str, Any] = {}
     if "shifted" in arms:
-        out["shifted"] = _shifted(release.arm("shifted"), main, truth, window or release.window, cal)
+        arm = served.arm if served is not None else release.arm("shifted")
+        out["shifted"] = _shifted(arm, main, truth, window or release.window, cal, served is not None)
     if "redacted" in arms:
         out["redacted"] = _redacted(release.arm("redacted"), main, truth)
     broken = [f"{arm}/{d['name']}" for arm, block in out.items() for d in block["decoders"] if d["breaks"]]
@@ -71,7 +78,9 @@ def run_decoders(
         f"{arm}/{d['name']}" for arm, block in out.items() for d in block["decoders"]
         if d["breaks"] and d["knowledge"] == "public"
     ]
+    extra = {"served": served.to_json()} if served is not None else {}
     return {
+        **extra,
         "threshold": THRESHOLD,
         "rule": DECODER_RULE,
         "release_format": release.format,
@@ -83,7 +92,7 @@ def run_decoders(
     }
 
 
-def _figure(name: str, knowledge: str, n: int, dates: int | None, issuers: int) -> dict[str, Any]:
+def _figure(name: str, knowledge: str, n: int, dates: float | None, issuers: float) -> dict[str, Any]:
     date_share = None if dates is None else _share(dates, n)
     issuer_share = _share(issuers, n)
     breaks = issuer_share > THRESHOLD or (date_share is not None and date_share > THRESHOLD)
@@ -97,7 +106,7 @@ def _figure(name: str, knowledge: str, n: int, dates: int | None, issuers: int) 
     }
 
 
-def _share(k: int, n: int) -> float:
+def _share(k: float, n: int) -> float:
     return round(k / n, 6) if n else 0.0
 
 
@@ -117,6 +126,8 @@ class _Rows:
         self.real: list[dt.date] = joined.get_column("real_date").to_list()
         self.issuers: list[str] = joined.get_column("real_issuer").to_list()
         self.frame = joined
+        self.arm = arm  # every row shown (a served arm's decoys too): what an attacker sees
+        self.days_all: list[dt.date] = sorted(set(arm.get_column("partition_date").to_list()))
         by_shown: dict[dt.date, Counter[dt.date]] = {}
         for s, r in zip(self.shown, self.real, strict=True):
             by_shown.setdefault(s, Counter())[r] += 1
@@ -142,7 +153,12 @@ class _Reference:
 
 
 def _shifted(
-    arm: pl.DataFrame, main: pl.DataFrame, truth: pl.DataFrame, window: tuple[dt.date, dt.date], cal: Calendar
+    arm: pl.DataFrame,
+    main: pl.DataFrame,
+    truth: pl.DataFrame,
+    window: tuple[dt.date, dt.date],
+    cal: Calendar,
+    served: bool = False,
 ) -> dict[str, Any]:
     rows = _Rows(arm, truth)
     ref = _Reference(main)
@@ -164,7 +180,7 @@ def _shifted(
 
     decoders: list[dict[str, Any]] = []
     if rows.n:
-        first = min(rows.shown)
+        first = rows.days_all[0]
         # (a) the format-2 rule, inverted: the first session of the shown year back to the first session ten
         # years before (and of the year before that, for a window that starts in late December).
         best: tuple[int, _Guess] | None = None
@@ -198,6 +214,9 @@ def _shifted(
         r0 = bisect.bisect_left(dates, window[0])
         g = by_offset(r0 - bisect.bisect_left(dates, first))
         decoders.append(_figure("window_anchor", "window", rows.n, rows.dates_hit(g), issuers_for(g)))
+        if served:  # the attackers written against decoys, drawn times and the hidden window
+            decoders.extend(_against_decoys(rows, ref, cal))
+            return {"rows": rows.n, "decoders": decoders}
         # (b) per-day counts and form mixes aligned against the record.
         g = _count_alignment(rows, ref)
         decoders.append(_figure("count_alignment", "record", rows.n, rows.dates_hit(g), issuers_for(g)))
@@ -231,7 +250,7 @@ def _sec_calendar_fingerprint(rows: _Rows, cal: Calendar) -> dict[str, Any]:
     filing) at every position of the real calendar; the positions with the fewest disagreements are the guess,
     scored as the expected recovery of a uniform pick among them."""
     dates = [s.date for s in cal.all]
-    shown_days = sorted(rows.by_shown)
+    shown_days = rows.days_all  # every shown day, decoys' too: the attacker cannot tell them apart
     s0 = max(0, bisect.bisect_right(dates, shown_days[0]) - 1)
     s1 = min(len(dates) - 1, bisect.bisect_left(dates, shown_days[-1]))
     n = s1 - s0 + 1
@@ -263,6 +282,36 @@ def _sec_calendar_fingerprint(rows: _Rows, cal: Calendar) -> dict[str, Any]:
         hit = round(rows.dates_hit(g) * share)
         issuers = 0  # a calendar placement names no filing
     return _figure("sec_calendar_fingerprint", "public", rows.n, hit, issuers)
+
+
+def _against_decoys(rows: _Rows, ref: _Reference, cal: Calendar) -> list[dict[str, Any]]:
+    """:mod:`evalkit.pit._decoders_served`'s attackers on a served arm, scored over its real rows."""
+    from evalkit.pit import _decoders_served as d
+
+    arm, record = rows.arm, ref.main
+    pairs = list(zip(rows.shown, rows.real, strict=True))
+    issued = list(zip(rows.shown, rows.forms, rows.issuers, strict=True))
+    attacks: list[tuple[str, str, list[d.Guess]]] = [
+        ("window_placement", "window", d.window_placement(arm, record)),
+        ("count_alignment", "record", d.count_alignment(arm, record)),
+        ("total_correlation", "record", d.total_correlation(arm, record)),
+        ("form_mix_nearest", "record", d.form_mix_nearest(arm, record)),
+        ("entry_counts", "record", d.entry_counts(arm, record, cal)),
+        ("containment", "record", d.containment(arm, record)),
+    ]
+    out = [
+        _figure(name, kind, rows.n, d.expected(pairs, g), d.issuer_hits(issued, g, ref.issuer_of))
+        for name, kind, g in attacks
+    ]
+    out.append(_time_of_day(rows, record))
+    near = d.nearest_time_of_day(arm, record)
+    dates = issuers = 0.0
+    for k, form, real, who in rows.frame.select("row_key", "form", "real_date", "real_issuer").iter_rows():
+        if k in near:
+            dates += near[k].count(real) / len(near[k])
+            issuers += sum(ref.issuer_of(form, day) == who for day in near[k]) / len(near[k])
+    out.append(_figure("nearest_time_of_day", "record", rows.n, dates, issuers))
+    return out
 
 
 def _prefix(marks: frozenset[int], n: int) -> list[int]:

@@ -1,4 +1,4 @@
-"""Decoy filings for the masked arms, drawn from the release's mask secret: a measured design, not served yet.
+"""Decoy filings for the masked arms, drawn from the release's mask secret (served by :mod:`evalkit.pit._serving`).
 
 What this is for (issue 29, item 6): the agent is called once per real session and sees exactly the rows knowable
 at each, so the per-day counts and form mixes of a masked arm are the real ones whatever dates are printed on
@@ -24,11 +24,12 @@ York date, time class and interval between bells): exact and nearest time-of-day
 Same release, same secret, same ``floor``: the same decoys, byte for byte. A release without a mask secret
 (format 2) has none to draw from, and :func:`with_decoys` refuses it.
 
-Not served yet: no run adds decoys or draws times, and no receipt counts them. What they do and cannot do is
-measured in ``tests/evalkit/pit/test_pit_masks_decoys.py`` and said in docs/pit-harness.md ("Decoys and drawn
-times of day"): they hide the alignment of whole days, never a row whose own shown fields are unique in the
-record (only drawn times hide those); they do not hide the window (a known window gives the offset); and in the
-redacted arm, which shows real dates, a record holder names every row whose (form, date) is unique, decoys or not.
+A run whose config sets ``mask_decoys`` serves them in its shifted cells, with drawn times and a hidden window
+(:mod:`evalkit.pit._serving`). What each piece does and cannot do alone is measured in
+``tests/evalkit/pit/test_pit_masks_decoys.py`` and said in docs/pit-harness.md ("Decoys"): they hide the alignment
+of whole days, never a row whose own shown fields are unique in the record (only drawn times hide those); they do
+not hide the window (a known window gives the offset: only the hidden window does); and in the redacted arm, which
+shows real dates, a record holder names every row whose (form, date) is unique, decoys or not.
 """
 
 from __future__ import annotations
@@ -245,8 +246,7 @@ def jittered(arm: pl.DataFrame, secret: bytes, opens: Sequence[dt.datetime]) -> 
     'evalkit-decoy/1' NUL 'tod' NUL row_key)), uniform over what keeps every fact a clock reads: the same New York
     date, the same class of it (:func:`time_class`: before EDGAR opens at 06:00, to the 09:30 bell, to 17:30,
     after; the filing-date rule still reads right), and the same interval between two opening
-    bells (``opens``: the calendar's bells in order), so the row enters at the same session under every clock.
-    A measured design, not served yet (see the module docstring)."""
+    bells (``opens``: the calendar's bells in order), so the row enters at the same session under every clock."""
     import bisect
     from zoneinfo import ZoneInfo
 

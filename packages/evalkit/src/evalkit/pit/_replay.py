@@ -21,14 +21,17 @@ import attrs
 from evalkit.pit._config import RunConfig
 from evalkit.pit._probe import choose_items, probe_prompt
 from evalkit.pit._runner import (
+    cell_sessions,
     cell_start_event,
-    entry_table,
+    entries_of,
     probe_clock,
+    probe_view,
     result_json,
     run_id_for,
     run_start_event,
     session_prompt,
 )
+from evalkit.pit._serving import ServedMask
 from evalkit.pit._toolbox import CellView, Toolbox, cell_views
 from evalkit_core import ARMS, Calendar, Clock, Release, canonical_bytes
 
@@ -134,23 +137,27 @@ def replay_trajectory(
     window: tuple[dt.date, dt.date],
     *,
     encoded_result: Callable[[Mapping[str, Any]], bytes] | None = None,
+    served: ServedMask | None = None,
 ) -> tuple[list[str], dict[str, int]]:
     """Walk ``events`` as the runner would have written them for ``config`` over ``release`` (already narrowed
     to the run's forms and window). Returns (problems, counts of what was re-served). ``encoded_result``, when
-    given, returns a recorded tool call's ``canonical_bytes(event["result"])`` (the reader's, encoded once)."""
+    given, returns a recorded tool call's ``canonical_bytes(event["result"])`` (the reader's, encoded once).
+    ``served``: the shifted arm as the run served it with decoys, rebuilt from the release's secret."""
     walk = _Walk(
         iter(events), config, calendar, known=frozenset(release.answer_key.get_column("row_key").to_list())
     )
     if encoded_result is not None:
         walk.encoded_result = encoded_result
     try:
-        _walk_run(walk, release, window)
+        _walk_run(walk, release, window, served)
     except _Misaligned as exc:
         walk.problem(str(exc))
     return walk.problems, walk.counts
 
 
-def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date]) -> None:
+def _walk_run(
+    walk: _Walk, release: Release, window: tuple[dt.date, dt.date], served: ServedMask | None
+) -> None:
     cfg, calendar = walk.config, walk.calendar
     sessions = calendar.between(*window)
     indices = [calendar.index_of(s.date) for s in sessions]
@@ -160,25 +167,29 @@ def _walk_run(walk: _Walk, release: Release, window: tuple[dt.date, dt.date]) ->
     walk.take(
         "run_start", run_start_event(run_id, cfg, release, agent_name, window[0], window[1], len(sessions))
     )
-    main = release.arm("main")
     pclock = probe_clock(cfg)
-    tables: dict[Clock, Mapping[str, int]] = {}
-    for view in cell_views(release, [a for a in ARMS if a in cfg.arms], cfg.clocks, calendar):
+    tables: dict[tuple[bool, Clock], Mapping[str, int]] = {}
+    for view in cell_views(release, [a for a in ARMS if a in cfg.arms], cfg.clocks, calendar, served):
         if walk.stopped:
             break
-        entries = tables.setdefault(view.clock, entry_table(release, view.clock, calendar))
+        decoyed = served is not None and view.arm == "shifted"
+        if (decoyed, view.clock) not in tables:
+            main = served.main if served is not None and decoyed else release.arm("main")
+            tables[decoyed, view.clock] = entries_of(main, view.clock, calendar)
+        entries = tables[decoyed, view.clock]
         walk.take("cell_start", cell_start_event(view))
-        for s_idx in indices:
+        for s_idx in cell_sessions(view, sessions, indices, served)[1]:
             if walk.stopped:
                 break
             _walk_session(walk, view, s_idx, entries)
     if not walk.stopped and "shifted" in cfg.arms and cfg.probe_items > 0:
-        view = CellView("shifted", pclock, release.arm("shifted"), main, calendar, release.shift)
+        view = probe_view(release, pclock, calendar, served)
         items = choose_items(list(walk.served), cfg.probe_items)
+        last = served.indices[-1] if served is not None else indices[-1]
         for n, key in enumerate(items):
             if walk.stopped:
                 break
-            _walk_probe_item(walk, view, indices[-1], n, key)
+            _walk_probe_item(walk, view, last, n, key)
     walk.take("run_end")
     if walk.peek() is not None:
         raise _Misaligned(f"line {walk.pos + 1}: a {walk.peek().get('type')} event after run_end")  # pyright: ignore[reportOptionalMemberAccess]

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 import attrs
+import polars as pl
 
 from evalkit.pit._agents import Agent, AgentReply, AgentSpecError, host_models
 from evalkit.pit._bindings import agent_code, environment, harness_block
@@ -30,6 +31,7 @@ from evalkit.pit._models_call import record_model_call
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
 from evalkit.pit._score import RECEIPT_VERSION, AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
+from evalkit.pit._serving import ServedMask, serve_mask
 from evalkit.pit._toolbox import CellView, Toolbox, cell_views
 from evalkit.pit._trajectory import Trajectory, TrajectoryLimit, result_json, tool_line
 from evalkit.pit._trajfile import TrajectorySink, encoding_for
@@ -40,6 +42,7 @@ from evalkit_core import (
     ConfigError,
     Release,
     ReleaseError,
+    Session,
     SigningKey,
     atomic_open,
     cache_dir,
@@ -206,7 +209,8 @@ def _run(
     run_id = run_id_for(config_sha, release.content_digest)
     traj_path = Path(config.trajectory_path)
     receipt_path = Path(config.receipt_path)
-    state = _RunState(config, release, calendar, sessions, prices, agent, bounds)
+    served = served_for(config, release, (start, end), calendar)
+    state = _RunState(config, release, calendar, sessions, prices, agent, bounds, served)
     state.jail, state.require_netns = jail, require_network_namespace
     with atomic_open(traj_path) as fh:
         sink = TrajectorySink(fh, encoding_for(traj_path))
@@ -249,6 +253,7 @@ def _run(
         },
         environment=environment(),
         bounds=bounds.to_json(),
+        served=served,
     )
     receipt = make_receipt(assemble_body(inputs, state.scorer.result()), key=signer)
     write_receipt(receipt_path, receipt)
@@ -292,8 +297,10 @@ class _RunState:
         prices: Prices | None,
         agent: Agent,
         bounds: RunBounds,
+        served: ServedMask | None = None,
     ) -> None:
         self.config = config
+        self.served = served  # the shifted arm as served with decoys (RunConfig.mask_decoys), or None
         self.bounds = bounds
         self.release = release
         self.calendar = calendar
@@ -310,6 +317,9 @@ class _RunState:
         answers = AnswerKey(release.answer_key)
         self.answers = answers
         self._entries: dict[Clock, Mapping[str, int]] = {Clock(c): entry_table(release, Clock(c), calendar) for c in config.clocks}
+        self._served_entries: dict[Clock, Mapping[str, int]] = {
+            Clock(c): entries_of(served.main, Clock(c), calendar) for c in config.clocks if served is not None
+        }
         self.probe_clock = probe_clock(config)
         self.gateway = Gateway(host_models(agent))
         self.jail: AgentJail
@@ -317,9 +327,9 @@ class _RunState:
         self.proc: AgentProcess | None = None  # the agent's process for the current cell (or the probe)
         self.loaded = False  # whether an agent process has loaded the agent yet
         # Everything the body reports is computed from the events by the scorer (verify runs the same one).
-        self.scorer = Scorer(
-            ScoreInputs(config, calendar, tuple(self.session_indices), answers, opens_for(prices, answers))
-        )
+        opens = opens_for(prices, answers)
+        inputs = ScoreInputs(config, calendar, tuple(self.session_indices), answers, opens, served)
+        self.scorer = Scorer(inputs)
 
     # -- models ----------------------------------------------------------------------------------------------
 
@@ -428,10 +438,11 @@ class _RunState:
     # -- cells -----------------------------------------------------------------------------------------------
 
     def run_cells(self, progress: Callable[[str, int, int], None] | None) -> None:
-        total = len(self.config.arms) * len(self.config.clocks) * len(self.sessions)
+        hidden = len(self.served.sessions) - len(self.sessions) if self.served is not None else 0
+        total = (len(self.config.arms) * len(self.sessions) + hidden) * len(self.config.clocks)
         done = 0
         arms = [a for a in ARMS if a in self.config.arms]
-        for view in cell_views(self.release, arms, self.config.clocks, self.calendar):
+        for view in cell_views(self.release, arms, self.config.clocks, self.calendar, self.served):
             try:
                 self._run_cell(view, progress, done, total)
             except _Stop:
@@ -440,7 +451,7 @@ class _RunState:
                 self.contain(exc)
                 return
             finally:
-                done += len(self.sessions)
+                done += len(self.sessions) + (hidden if view.arm == "shifted" else 0)
                 self.end_process()
 
     def _run_cell(self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int) -> None:
@@ -448,8 +459,9 @@ class _RunState:
         # Facts about the cell taken before the agent holds the view: what it does to its tools changes nothing here.
         self.traj.new_cell()
         self.traj.emit(cell_start_event(view))
-        for n, (session, s_idx) in enumerate(zip(self.sessions, self.session_indices, strict=True)):
-            shown_date = (self.release.shift.session_date(session.date) if arm == "shifted" else session.date).isoformat()
+        sessions, indices = cell_sessions(view, self.sessions, self.session_indices, self.served)
+        for n, (session, s_idx) in enumerate(zip(sessions, indices, strict=True)):
+            shown_date = (view.shift.session_date(session.date) if view.shift is not None else session.date).isoformat()
             self.where = {"arm": arm, "clock": clock, "session_date": shown_date}
             served = self._serve_shifted if arm == "shifted" else None
             toolbox = self.toolbox = Toolbox(view, s_idx, self.record, served, self.model_call)
@@ -458,15 +470,18 @@ class _RunState:
             reply = self._call_agent(prompt, toolbox)
             # The harness decides, from its own entry table (never from the toolbox the agent was handed): a row
             # that does not exist or is not knowable at this bell is refused, counted and never traded.
-            decision = decide(reply.picks, self.entries(view.clock), s_idx, self.bounds)
+            decision = decide(reply.picks, self.entries(view), s_idx, self.bounds)
             self.traj.emit({"type": "decision", **self.where, **decision.to_json(), "text": reply.text})
             if progress is not None:
                 progress(f"{arm}/{clock}", done + n + 1, total)
 
-    def entries(self, clock: Clock) -> Mapping[str, int]:
-        """row_key -> entry session index under ``clock``: the harness's own copy, computed from the release's
-        main arm (control arms use the main arm's clocks) before any agent of the run is called."""
-        return self._entries[clock]
+    def entries(self, view: CellView) -> Mapping[str, int]:
+        """row_key -> entry session index under the view's clock: the harness's own copy, computed from the
+        release's main arm (control arms use the main arm's clocks; a served shifted arm's decoys theirs) before
+        any agent of the run is called."""
+        if view.arm == "shifted" and self.served is not None:
+            return self._served_entries[view.clock]
+        return self._entries[view.clock]
 
     def _serve_shifted(self, keys: Sequence[str]) -> None:
         for k in keys:
@@ -485,14 +500,13 @@ class _RunState:
         items = choose_items(served, cfg.probe_items)
         clock = self.probe_clock
         # A view of the harness's own, not the one the shifted cell's agent held (and may have changed).
-        view = CellView(
-            "shifted", clock, self.release.arm("shifted"), self.release.arm("main"), self.calendar, self.release.shift
-        )
-        last = self.session_indices[-1]
+        view = probe_view(self.release, clock, self.calendar, self.served)
+        last = self.served.indices[-1] if self.served is not None else self.session_indices[-1]
+        shown = view.shift.session_date(self.calendar.all[last].date) if view.shift is not None else None
         self.traj.new_cell()
         for n, key in enumerate(items):
             row = view.render(view.position[key])
-            self.where = {"arm": "shifted", "clock": str(clock), "session_date": self.release.shift.session_date(self.sessions[-1].date).isoformat(), "probe_item": n}
+            self.where = {"arm": "shifted", "clock": str(clock), "session_date": str(shown), "probe_item": n}
             try:
                 self._probe_item(view, last, n, key, row)
             except _Stop:
@@ -515,11 +529,45 @@ class _RunState:
 def entry_table(release: Release, clock: Clock, calendar: Calendar) -> Mapping[str, int]:
     """row_key -> entry session index under ``clock``, from the release's main arm: what the harness decides picks
     with (the runner, before any agent is called; verify, from the release it reads)."""
-    main_rows = release.arm("main").select("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
+    return entries_of(release.arm("main"), clock, calendar)
+
+
+def entries_of(main: pl.DataFrame, clock: Clock, calendar: Calendar) -> Mapping[str, int]:
+    """:func:`entry_table` of main-side rows (a served shifted arm's include its decoys')."""
+    main_rows = main.select("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
     table = with_entry(main_rows, clock, calendar)
     return MappingProxyType(
         dict(zip(table.get_column("row_key").to_list(), table.get_column("entry_index").to_list(), strict=True))
     )
+
+
+def served_for(
+    config: RunConfig, release: Release, window: tuple[dt.date, dt.date], calendar: Calendar
+) -> ServedMask | None:
+    """The shifted arm as served with decoys when the config asks for them (``mask_decoys``) and runs that arm;
+    the config's error (naming ``mask_decoys``) for a release without a mask secret."""
+    if not config.mask_decoys or "shifted" not in config.arms:
+        return None
+    try:
+        return serve_mask(release, window, calendar)
+    except ReleaseError as exc:
+        raise config.error("mask_decoys", str(exc)) from None
+
+
+def cell_sessions(
+    view: CellView, sessions: Sequence[Session], indices: Sequence[int], served: ServedMask | None
+) -> tuple[Sequence[Session], Sequence[int]]:
+    """The sessions a cell runs: the window's, or for a served shifted arm the hidden days' around them too."""
+    if view.arm == "shifted" and served is not None:
+        return served.sessions, served.indices
+    return sessions, indices
+
+
+def probe_view(release: Release, clock: Clock, calendar: Calendar, served: ServedMask | None) -> CellView:
+    """The probe's view of the shifted arm (as its cells served it), built by the harness, never the agent's."""
+    if served is not None:
+        return CellView("shifted", clock, served.arm, served.main, calendar, served.shift, by_shown=True)
+    return CellView("shifted", clock, release.arm("shifted"), release.arm("main"), calendar, release.shift)
 
 
 def cell_start_event(view: CellView) -> dict[str, Any]:

@@ -28,11 +28,13 @@ from evalkit.pit._config import RECEIPT_NETWORK_POLICY, RunConfig
 from evalkit.pit._decoders import run_decoders
 from evalkit.pit._holdout import post_cutoff as holdout_rule
 from evalkit.pit._probe import score_answer
+from evalkit.pit._serving import ServedMask
 from evalkit_core import Calendar, Clock, Release, Session
 
 __all__ = [
     "ENTRY_RULE",
     "HARNESS_NAME",
+    "PLAIN_RECEIPT_VERSION",
     "PROBE_ANSWER_CHARS",
     "RECEIPT_KIND",
     "RECEIPT_VERSION",
@@ -47,8 +49,11 @@ __all__ = [
     "score_events",
 ]
 
-# The published shape (docs/pit-harness.md, "The receipt"): an integer, bumped with any change to the body.
-RECEIPT_VERSION = 2
+# The published shape (docs/pit-harness.md, "The receipt"): an integer, bumped with any change to the body. 3 is a
+# run that served the shifted arm with decoys (its cells' decoy_picks, decoders.served); a run without them writes
+# the shape of 2, which it still is.
+RECEIPT_VERSION = 3
+PLAIN_RECEIPT_VERSION = 2
 RECEIPT_KIND = "pit_run"
 HARNESS_NAME = "pit-harness"
 ENTRY_RULE = (
@@ -118,6 +123,12 @@ class ScoreInputs:
     session_indices: tuple[int, ...]
     answers: Mapping[str, Mapping[str, Any]]
     opens: Mapping[tuple[str, dt.date], float] | None
+    # the shifted arm as served with decoys (its own sessions; its decoy picks counted apart)
+    served: ServedMask | None = None
+
+    def indices(self, arm: str) -> Sequence[int]:
+        """The calendar indices of the sessions a cell of ``arm`` runs."""
+        return self.served.indices if self.served is not None and arm == "shifted" else self.session_indices
 
 
 @attrs.frozen
@@ -160,6 +171,8 @@ class _Cell:
     decisions: int = 0
     trades: list[tuple[str, int]] = attrs.field(factory=list[tuple[str, int]])
     rejected: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(REJECT_REASONS, 0))
+    # a served shifted cell's picks of decoys or at hidden sessions (never traded); None for any other cell
+    decoy_picks: int | None = None
 
 
 class Scorer:
@@ -192,6 +205,8 @@ class Scorer:
             self._cell = _Cell(
                 str(event["arm"]), str(event["clock"]), int(event["rows"]), int(event["fallback_rows"])
             )
+            if self._in.served is not None and self._cell.arm == "shifted":
+                self._cell.decoy_picks = 0
             self._cells.append(self._cell)
             self._fallback[self._cell.clock] = self._cell.fallback_rows
         elif kind == "agent_call":
@@ -201,11 +216,19 @@ class Scorer:
                 self._cell.agent_calls += 1
         elif kind == "decision" and self._cell is not None and not self._in_probe:
             cell = self._cell
-            if not 0 < cell.agent_calls <= len(self._in.session_indices):
+            indices = self._in.indices(cell.arm)
+            if not 0 < cell.agent_calls <= len(indices):
                 cell.decisions = -1  # more calls than sessions (not a run the harness writes): never scored
                 return
-            index = self._in.session_indices[cell.agent_calls - 1]
-            cell.trades.extend((str(k), index) for k in cast("list[object]", event.get("picks") or []))
+            index = indices[cell.agent_calls - 1]
+            picks = [str(k) for k in cast("list[object]", event.get("picks") or [])]
+            served = self._in.served
+            if served is not None and cell.decoy_picks is not None:
+                # accepted, never traded: a decoy, or any pick at a session of the hidden days
+                apart = [k for k in picks if k in served.decoys or index not in served.window]
+                cell.decoy_picks += len(apart)
+                picks = [k for k in picks if k not in served.decoys and index in served.window]
+            cell.trades.extend((k, index) for k in picks)
             for r in cast("list[Mapping[str, Any]]", event.get("rejected") or []):
                 reason = str(r.get("reason"))
                 cell.rejected[reason] = cell.rejected.get(reason, 0) + 1
@@ -255,8 +278,7 @@ class Scorer:
     # -- results ---------------------------------------------------------------------------------------------
 
     def result(self) -> RunScore:
-        n_sessions = len(self._in.session_indices)
-        cells = [self._score_cell(c) for c in self._cells if c.decisions == n_sessions]
+        cells = [self._score_cell(c) for c in self._cells if c.decisions == len(self._in.indices(c.arm))]
         return RunScore(
             cells=cells,
             probe=self._probe(),
@@ -281,11 +303,13 @@ class Scorer:
             tally = self._tallies[key] = self._tally(cell)
         returns, unpriced, lookahead, lookahead_known, by_form = tally
         opens = self._in.opens
+        apart = {"decoy_picks": cell.decoy_picks} if cell.decoy_picks is not None else {}
         return {
+            **apart,
             "arm": cell.arm,
             "clock": cell.clock,
             "reachable": Clock(cell.clock).reachable,
-            "sessions": len(self._in.session_indices),
+            "sessions": len(self._in.indices(cell.arm)),
             "agent_calls": cell.agent_calls,
             "trades": len(cell.trades),
             "scored_trades": len(returns),
@@ -410,6 +434,7 @@ class BodyInputs:
     # How the trajectory is stored ("jsonl" or "jsonl+zstd"; the digest is over the canonical stream either way);
     # None for a receipt written before it was recorded (its trajectory is plain JSONL).
     trajectory_encoding: str | None = None
+    served: ServedMask | None = None  # the shifted arm as served with decoys (receipt version 3), or None
 
 
 _MASKS = {"mask_holds": "hold", "mask_leaks": "leak", "not_run": "unproven"}
@@ -440,7 +465,8 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
             "main_minus_redacted": _delta(main, _total(cells, "redacted", clock)),
         }
     first, window_end = inp.sessions[0].date, inp.sessions[-1].date
-    decoders = run_decoders(inp.release, [a for a in cfg.arms if a != "main"], (first, window_end))
+    masked = [a for a in cfg.arms if a != "main"]
+    decoders = run_decoders(inp.release, masked, (first, window_end), served=inp.served)
     # A mask a decoder breaks does not hold, whatever the agent answered; otherwise the probe decides.
     masks = "leak" if decoders["broken_by"] else _MASKS[score.probe["verdict"]]
     cutoff = dt.date.fromisoformat(cfg.training_cutoff) if cfg.training_cutoff else None
@@ -464,7 +490,7 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
     bounds = {"bounds": dict(inp.bounds)} if inp.bounds is not None else {}
     return {
         **bounds,
-        "receipt_version": RECEIPT_VERSION,
+        "receipt_version": RECEIPT_VERSION if inp.served is not None else PLAIN_RECEIPT_VERSION,
         "kind": RECEIPT_KIND,
         "run_id": inp.run_id,
         "harness": dict(inp.harness),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -31,6 +31,9 @@ from evalkit.pit._tool_specs import MAX_LIMIT, TOOL_NAMES, tool_specs
 from evalkit.pit._toolargs import admit, int_arg
 from evalkit_core import Calendar, Clock, Release, ShiftMap, canonical_string, format_instant, with_entry
 from evalkit_core.models import Completion, Request
+
+if TYPE_CHECKING:
+    from evalkit.pit._serving import ServedMask
 
 __all__ = ["TOOL_NAMES", "ArmRows", "CellView", "Toolbox", "cell_views", "clock_order", "tool_specs"]
 
@@ -72,24 +75,35 @@ def clock_order(main_frame: pl.DataFrame, clock: Clock, calendar: Calendar) -> p
 
 
 def cell_views(
-    release: Release, arms: Sequence[str], clocks: Sequence[str], calendar: Calendar
+    release: Release,
+    arms: Sequence[str],
+    clocks: Sequence[str],
+    calendar: Calendar,
+    served: ServedMask | None = None,
 ) -> Iterator[CellView]:
     """The cells of a run in its order (arm by arm, each clock within), made lazily: an arm's rows are formatted
     once for its cells and dropped after them, and each clock's order of the rows (and the lookups built on it) is
-    computed once for all arms.
+    computed once for all arms. With ``served`` (:func:`evalkit.pit._serving.serve_mask`), the shifted cells serve
+    its rows (decoys and drawn times of day) over its extended shift, in the order of the instants shown.
     The run and verify's replay both walk the cells through this, so they see the same views."""
     main = release.arm("main")
-    orders: dict[Clock, pl.DataFrame] = {}
+    orders: dict[tuple[bool, Clock], pl.DataFrame] = {}
     first: dict[Clock, _Lookups] = {}
     for arm in arms:
-        frame = release.arm(arm)
+        decoyed = served is not None and arm == "shifted"
+        frame = served.arm if served is not None and decoyed else release.arm(arm)
+        main_frame = served.main if served is not None and decoyed else main
+        shift = served.shift if served is not None and decoyed else release.shift
         rows = ArmRows(frame)
         for name in clocks:
             clock = Clock(name)
-            order = orders.get(clock)
+            order = orders.get((decoyed, clock))
             if order is None:
-                order = orders[clock] = clock_order(main, clock, calendar)
-            view = CellView(arm, clock, frame, main, calendar, release.shift, rows, order, like=first.get(clock))
+                order = orders[decoyed, clock] = clock_order(main_frame, clock, calendar)
+            like = first.get(clock)
+            view = CellView(
+                arm, clock, frame, main_frame, calendar, shift, rows, order, like=like, by_shown=decoyed
+            )
             first.setdefault(clock, view.lookups)
             yield view
 
@@ -229,11 +243,14 @@ class CellView:
         rows: ArmRows | None = None,
         order: pl.DataFrame | None = None,
         like: _Lookups | None = None,
+        *,
+        by_shown: bool = False,
     ) -> None:
         """``rows``: the arm's rendered rows, shared with the arm's other cells; it must wrap ``arm_frame`` itself.
         ``order``: :func:`clock_order` of ``main_frame`` under ``clock``, shared with the clock's other cells.
         ``like``: the ``lookups`` of another arm's view under the same clock, shared when this view's rows come out
-        in the same order with the same forms."""
+        in the same order with the same forms. ``by_shown`` (a shifted arm whose times of day were drawn): rows
+        within a session in the order of the ``known_at`` shown, not the real one (which the order would reveal)."""
         if arm == "shifted" and shift is None:
             raise ValueError("the shifted arm needs the release's shift map")
         if rows is not None and rows.frame is not arm_frame:
@@ -247,6 +264,8 @@ class CellView:
         ordered = order.join(arm_frame.with_row_index(_ARM_POS), on="row_key", how="inner", maintain_order="left")
         if self.shift is not None:
             ordered = self._with_shifted_known_at(ordered, arm_frame.select(_ENTRY_FIELDS), clock, calendar, self.shift)
+            if by_shown:
+                ordered = ordered.sort(["entry_index", "shown_known_at", "row_key"], maintain_order=True)
         self.frame = ordered
         self.rows = rows if rows is not None else ArmRows(arm_frame)
         self._arm_pos: list[int] = ordered.get_column(_ARM_POS).to_list()

@@ -65,7 +65,6 @@ _BOUND_ELSEWHERE = (
 def _status_of(check: Check) -> Status:
     return "ok" if check.ok else "MISMATCH"
 
-
 @attrs.frozen
 class Check:
     """One line of a verification. ``ok`` means nothing disagrees; ``status`` is ``ok``, ``MISMATCH``,
@@ -156,13 +155,8 @@ def verify_pit_receipt(
         checks.append(Check("signature", sig.ok, f"{sig.key_id}, {trust_note}" if sig.ok else sig.detail))
         checks.append(_schema_check(body))
         ok = check_receipt(receipt)
-        checks.append(
-            Check(
-                "body_sha256",
-                ok,
-                "" if ok else f"body hashes to {digest(body)}, receipt says {receipt['body_sha256']}",
-            )
-        )
+        detail = "" if ok else f"body hashes to {digest(body)}, receipt says {receipt['body_sha256']}"
+        checks.append(Check("body_sha256", ok, detail))
 
     traj = Path(trajectory) if trajectory is not None else Path(str(_get(body, "trajectory", "path") or ""))
     traj_found = traj.is_file()
@@ -483,7 +477,7 @@ def replay_body(
     from evalkit.pit._config import RunConfig
     from evalkit.pit._prices import load_prices
     from evalkit.pit._replay import replay_trajectory
-    from evalkit.pit._runner import _check_window, opens_for, run_id_for  # pyright: ignore[reportPrivateUsage]
+    from evalkit.pit._runner import _check_window, opens_for, run_id_for, served_for  # pyright: ignore[reportPrivateUsage]
     from evalkit.pit._score import AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
     from evalkit_core import Release, nyse
 
@@ -496,6 +490,8 @@ def replay_body(
         release = release.select(forms=list(config.forms) or None, start=start, end=end)
         calendar = nyse(use_cache=False)
         sessions = calendar.between(start, end)
+        # the shifted arm as the run served it, decoys rebuilt from the release's secret (mask_decoys)
+        served = served_for(config, release, (start, end), calendar)
         statement = body.get("prices")
         loaded = None
         if prices is not None and isinstance(statement, dict):
@@ -508,7 +504,8 @@ def replay_body(
 
     answers = AnswerKey(release.answer_key)
     session_indices = tuple(calendar.index_of(s.date) for s in sessions)
-    scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers)))
+    score_inputs = ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers), served)
+    scorer = Scorer(score_inputs)
     reader = _EventReader(traj, line_bound(body))
     score_error: list[str] = []
 
@@ -524,7 +521,7 @@ def replay_body(
 
     stream = scored()
     walk_problems, counts = replay_trajectory(
-        stream, config, release, calendar, (start, end), encoded_result=reader.encoded_result
+        stream, config, release, calendar, (start, end), encoded_result=reader.encoded_result, served=served
     )
     for _ in stream:  # the walk may stop early: the scorer still sees every event
         pass
@@ -565,6 +562,7 @@ def replay_body(
         agent=agent,
         environment=cast("dict[str, Any]", body.get("environment") or {}),
         bounds=cast("dict[str, Any]", body["bounds"]) if isinstance(body.get("bounds"), dict) else None,
+        served=served,
     )
     replayed = assemble_body(inputs, score)
     return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None, digest=digest_read,
