@@ -326,9 +326,10 @@ def test_the_default_is_one_worker_per_core(demo, cli, monkeypatch):
     seen: list[int] = []
     real = _verify_pools.LocalPool
 
-    def spy(config: dict[str, Any], bundle: str, workers: int) -> Any:
+    def spy(config: dict[str, Any], bundle: str, workers: int, shipped: str | None = None) -> Any:
         seen.append(workers)
-        return real(config, bundle, workers)
+        assert shipped is not None and (Path(shipped) / "main.arrow").is_file()  # the workers map these frames
+        return real(config, bundle, workers, shipped)
 
     monkeypatch.setattr(_verify_pools.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(_verify_pools, "LocalPool", spy)

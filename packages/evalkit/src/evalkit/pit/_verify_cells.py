@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -42,14 +43,14 @@ from evalkit.pit._verify_replay import (
     replay_setup,
     seq_problem,
 )
-from evalkit_core import ARMS, Clock, canonical_bytes
+from evalkit_core import ARMS, Clock, Release, canonical_bytes
 
 if TYPE_CHECKING:
     import polars as pl
 
     from evalkit.pit._score import Scorer
 
-__all__ = ["CellJob", "CellPool", "CellReplayer", "CellResult", "CellViews", "parallel_pass"]
+__all__ = ["CellJob", "CellPool", "CellReplayer", "CellResult", "CellViews", "parallel_pass", "ship_setup"]
 
 _LAST = sys.maxsize  # the line number that sorts a damaged stream's problem after every line's
 
@@ -78,12 +79,49 @@ class CellResult:
     not_canonical: list[int]
 
 
-def _split(data: bytes) -> list[bytes]:
-    pieces = data.split(b"\n")
-    lines = [p + b"\n" for p in pieces[:-1]]
-    if pieces[-1]:
-        lines.append(pieces[-1])
-    return lines
+def _lines_of(data: bytes) -> Iterator[bytes]:
+    """The lines of ``data``, each with its newline (the last perhaps without), one at a time."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end + 1
+        yield data[start:end]
+        start = end
+
+
+_SETUP_FILE = "setup.pickle"
+_FRAMES = (*ARMS, "answer_key")
+
+
+def ship_setup(setup: ReplaySetup, where: Path) -> None:
+    """Write what a local worker needs of ``setup`` into the private directory ``where``: the release's frames as
+    Arrow IPC files and the rest pickled, so that a worker starts without reading and checking the release again."""
+    release = setup.release
+    for name in _FRAMES:
+        frame = release.answer_key if name == "answer_key" else release.arm(name)
+        frame.write_ipc(where / f"{name}.arrow")
+    rest = (
+        setup.config,
+        setup.window,
+        setup.calendar,
+        setup.sessions,
+        release.root,
+        release.manifest,
+        release.masks,
+    )
+    (where / _SETUP_FILE).write_bytes(pickle.dumps(rest))
+
+
+def _shipped(where: Path) -> ReplaySetup:
+    import polars as pl
+
+    data = (
+        where / _SETUP_FILE
+    ).read_bytes()  # written by ship_setup in the verifying process, a private directory
+    config, window, calendar, sessions, root, manifest, masks = pickle.loads(data)  # noqa: S301
+    frames = {name: pl.read_ipc(where / f"{name}.arrow") for name in _FRAMES}
+    release = Release(root, manifest, {a: frames[a] for a in ARMS}, frames["answer_key"], masks)
+    return ReplaySetup(config, release, window, calendar, sessions)
 
 
 class CellViews:
@@ -134,10 +172,14 @@ class CellViews:
 
 
 class CellReplayer:
-    """A worker's side: the receipt's config over the release (loaded once per worker), and its cells' views."""
+    """A worker's side: the receipt's config over the release (loaded once per worker), and its cells' views. The
+    release is read from ``bundle`` as the one-worker replay reads it, or, with ``shipped``, from the directory
+    :func:`ship_setup` wrote (the verifying process's own, already read and checked)."""
 
-    def __init__(self, config: Mapping[str, Any], bundle: str) -> None:
-        self.setup = setup = replay_setup({"config": config}, bundle)
+    def __init__(self, config: Mapping[str, Any], bundle: str, shipped: str | None = None) -> None:
+        self.setup = setup = (
+            replay_setup({"config": config}, bundle) if shipped is None else _shipped(Path(shipped))
+        )
         self.views = CellViews(setup)
         self.indices = [setup.calendar.index_of(s.date) for s in setup.sessions]
         self.known = frozenset(setup.release.answer_key.get_column("row_key").to_list())
@@ -148,12 +190,11 @@ class CellReplayer:
     def replay(self, job: CellJob) -> CellResult:
         """Check the cell's lines and walk it from its first line (the one-worker replay's walk of this cell)."""
         setup = self.setup
-        lines = _split(job.data)
         not_canonical: list[int] = []
         held: list[tuple[Mapping[str, Any], bytes] | None] = [None]
 
         def events() -> Iterator[dict[str, Any]]:
-            for i, raw in enumerate(lines):
+            for i, raw in enumerate(_lines_of(job.data)):
                 line = raw.rstrip(b"\n")
                 # the verifying process's reader took it for a JSON object
                 ev = cast("dict[str, Any]", json.loads(line))
@@ -278,8 +319,10 @@ class _Checked:
         self._checked: Iterator[dict[str, Any]] = iter(())
         self.held: tuple[Mapping[str, Any], bytes] | None = None
 
-    def before(self, raw_lines: list[bytes]) -> None:
-        self._checked = (cast("dict[str, Any]", json.loads(r.rstrip(b"\n"))) for r in raw_lines)
+    def before(self, cells: list[bytes]) -> None:
+        self._checked = (
+            cast("dict[str, Any]", json.loads(r.rstrip(b"\n"))) for data in cells for r in _lines_of(data)
+        )
 
     def encoded_result(self, event: Mapping[str, Any]) -> bytes:
         return _held_or_encoded(self.held, event)
@@ -322,29 +365,29 @@ def _ends_cell(ev: Mapping[str, Any], last: bool) -> bool:
 def _dispatch(walk: Walk, lines: _Lines, checked: _Checked, pool: CellPool, cells: int) -> int:
     """Send the cells to the workers and join their results on in order; returns the first cell this process must
     walk itself (``cells`` when the workers walked them all), with ``walk`` where the one-worker walk is there."""
-    # each cell in hand: its place, its first line, its lines, its result
-    inflight: deque[tuple[int, int, list[bytes], Callable[[], CellResult]]] = deque()
-    redo: list[bytes] = []  # the lines from the first cell this process walks itself
+    # each cell in hand: its place, its first line, its line count, its lines, its result
+    inflight: deque[tuple[int, int, int, bytes, Callable[[], CellResult]]] = deque()
+    redo: list[bytes] = []  # the lines of the cells from the first one this process walks itself
     start: int | None = None
 
     def gather() -> None:
         nonlocal start
-        index, first, raw, handle = inflight.popleft()
+        index, first, count, data, handle = inflight.popleft()
         result = handle()
         lines.problems.extend((n, 2, NOT_CANONICAL.format(n=n)) for n in result.not_canonical)
         if start is None and result.clean:
             for problem in result.problems:
                 walk.problem(problem)
-            for name, count in result.counts.items():
-                walk.counts[name] += count
+            for name, n in result.counts.items():
+                walk.counts[name] += n
             for key in result.served:
                 walk.served.setdefault(key, None)
-            walk.pos = first - 1 + len(raw)
+            walk.pos = first - 1 + count
             return
         if start is None:
             start = index
             walk.pos = first - 1
-        redo.extend(raw)
+        redo.append(data)
 
     j = 0
     while j < cells and start is None:
@@ -354,12 +397,16 @@ def _dispatch(walk: Walk, lines: _Lines, checked: _Checked, pool: CellPool, cell
                 lines.push(item)
             break
         first, raw = item[0], [item[1]]
+        count = 1
         while (nxt := lines.next()) is not None:
             if _ends_cell(nxt[2], j == cells - 1):
                 lines.push(nxt)
                 break
             raw.append(nxt[1])
-        inflight.append((j, first, raw, pool.submit(CellJob(j, first, b"".join(raw)))))
+            count += 1
+        data = b"".join(raw)
+        del raw[:]
+        inflight.append((j, first, count, data, pool.submit(CellJob(j, first, data))))
         j += 1
         while inflight and (len(inflight) >= pool.workers or start is not None):
             gather()

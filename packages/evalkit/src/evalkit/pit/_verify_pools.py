@@ -1,7 +1,8 @@
 """Where verify's cells are walked when there is more than one worker: a pool of local processes, or Ray actors.
 
-Both hold a :class:`~evalkit.pit._verify_cells.CellReplayer` per worker (the release loaded once per worker, from
-its JSONL as the one-worker replay reads it) and answer :meth:`submit` with a handle that waits for the cell's
+Both hold a :class:`~evalkit.pit._verify_cells.CellReplayer` per worker (the release once per worker: a local
+worker maps the verifying process's own frames, written to a private temporary directory as Arrow IPC; a Ray actor
+reads the release from its JSONL as the one-worker replay does) and answer :meth:`submit` with a handle that waits for the cell's
 result. The local pool's processes are started with ``spawn`` (a fresh interpreter: nothing of this process's
 threads is inherited). The Ray pool starts or joins a cluster as ``evalkit eval --executor ray`` does
 (:class:`evalkit._ray.RayCluster`); each actor loads the release from the path given, so on a cluster of
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import tempfile
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -20,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from evalkit._ray import RayCluster, check_executor, import_ray
-from evalkit.pit._verify_cells import CellJob, CellReplayer, CellResult, parallel_pass
+from evalkit.pit._verify_cells import CellJob, CellReplayer, CellResult, parallel_pass, ship_setup
 from evalkit.pit._verify_replay import Pass, ReplaySetup, Walker
 from evalkit_core import ConfigError
 
@@ -49,44 +51,44 @@ def walker(
     def cells_on_workers(body: Mapping[str, Any], setup: ReplaySetup, traj: Path, scorer: Scorer) -> Pass:
         config = cast("dict[str, Any]", body["config"])
         cells = len(setup.config.arms) * len(setup.config.clocks)
-        pool = (
-            RayPool(config, where, workers, address, cells)
-            if executor == "ray"
-            else LocalPool(config, where, max(1, min(cast("int", workers), cells)))
-        )
-        with pool:
-            return parallel_pass(body, setup, traj, scorer, pool)
+        if executor == "ray":
+            with RayPool(config, where, workers, address, cells) as pool:
+                return parallel_pass(body, setup, traj, scorer, pool)
+        # local workers start from this process's release, already read from its JSONL and checked
+        with tempfile.TemporaryDirectory(prefix="evalkit-verify-") as shipped:
+            ship_setup(setup, Path(shipped))
+            with LocalPool(config, where, max(1, min(cast("int", workers), cells)), shipped) as pool:
+                return parallel_pass(body, setup, traj, scorer, pool)
 
     return cells_on_workers
 
 
 READY_SECONDS = 60.0  # how long a Ray pool waits for all its actors to be placed and started
 # in a pool's process: its replayer, made with its first cell
-_REPLAYER: dict[tuple[str, str], CellReplayer] = {}
+_REPLAYER: dict[tuple[str, str | None], CellReplayer] = {}
 
 
-def _replay_in_process(config: dict[str, Any], bundle: str, job: CellJob) -> CellResult:
-    from evalkit_core import canonical_bytes
-
-    key = (canonical_bytes(config).decode(), bundle)
+def _replay_in_process(config: dict[str, Any], bundle: str, shipped: str | None, job: CellJob) -> CellResult:
+    key = (bundle, shipped)
     replayer = _REPLAYER.get(key)
     if replayer is None:
         _REPLAYER.clear()
-        replayer = _REPLAYER[key] = CellReplayer(config, bundle)
+        replayer = _REPLAYER[key] = CellReplayer(config, bundle, shipped)
     return replayer.replay(job)
 
 
 class LocalPool:
     """``workers`` processes of this machine (started when the first cells are sent)."""
 
-    def __init__(self, config: dict[str, Any], bundle: str, workers: int) -> None:
+    def __init__(self, config: dict[str, Any], bundle: str, workers: int, shipped: str | None = None) -> None:
         self.workers = workers  # processes are started as cells are sent: never more than the cells
         self._config = config
         self._bundle = bundle
+        self._shipped = shipped
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
     def submit(self, job: CellJob) -> Callable[[], CellResult]:
-        return self._pool.submit(_replay_in_process, self._config, self._bundle, job).result
+        return self._pool.submit(_replay_in_process, self._config, self._bundle, self._shipped, job).result
 
     def __enter__(self) -> Self:
         return self
