@@ -320,7 +320,7 @@ def test_an_old_receipt_over_a_format_2_release_verifies_alike(demo, tmp_path, c
     assert _cli(cli, w, "--workers", "3") == want
 
 
-def test_the_default_is_one_worker_per_core(demo, cli, monkeypatch):
+def test_the_default_is_one_worker_per_core_for_a_trajectory_worth_it(demo, cli, monkeypatch):
     from evalkit.pit import _verify_pools
 
     seen: list[int] = []
@@ -328,16 +328,24 @@ def test_the_default_is_one_worker_per_core(demo, cli, monkeypatch):
 
     def spy(config: dict[str, Any], bundle: str, workers: int, shipped: str | None = None) -> Any:
         seen.append(workers)
-        assert shipped is not None and (Path(shipped) / "main.arrow").is_file()  # the workers map these frames
+        assert (
+            shipped is not None and (Path(shipped) / "main.arrow").is_file()
+        )  # the workers map these frames
         return real(config, bundle, workers, shipped)
 
-    monkeypatch.setattr(_verify_pools.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(_verify_pools, "LocalPool", spy)
-    assert _cli(cli, demo["plain"])[0] == 0
+    monkeypatch.setattr(_verify_pools.os, "cpu_count", lambda: 2)
+    want = _cli(cli, demo["plain"], "--workers", "1")
+    assert _cli(cli, demo["plain"]) == want
+    assert seen == []  # the demo's trajectory is under AUTO_MIN_BYTES: replayed in this process
+    monkeypatch.setattr(_verify_pools, "AUTO_MIN_BYTES", 0)
+    assert _cli(cli, demo["plain"]) == want
     assert seen == [2]
     monkeypatch.setattr(_verify_pools.os, "cpu_count", lambda: 1)
-    assert _cli(cli, demo["plain"])[0] == 0
+    assert _cli(cli, demo["plain"]) == want
     assert seen == [2]  # one core: the replay runs in this process, with no pool
+    assert _cli(cli, demo["plain"], "--workers", "2") == want
+    assert seen == [2, 2]  # asked for: workers, whatever the size
 
 
 @pytest.mark.parametrize(

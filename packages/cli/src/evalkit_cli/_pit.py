@@ -228,8 +228,9 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON (same exit code)."),
     workers: int | None = typer.Option(
         None, "--workers", min=1,
-        help="PIT runs: processes that replay the cells in parallel \\[default: one per core; with --executor ray, one "
-        "per CPU of the cluster]; 1 replays them in this process. The report is the same whatever the count.",
+        help="PIT runs: processes that replay the cells in parallel \\[default: one per core, for a trajectory of "
+        "16 MB or more on disk; with --executor ray, one per CPU of the cluster]; 1 replays them in this process. "
+        "The report is the same whatever the count.",
     ),
     executor: str = typer.Option(
         "local", "--executor",

@@ -23,13 +23,17 @@ from typing import TYPE_CHECKING, Any, Self, cast
 
 from evalkit._ray import RayCluster, check_executor, import_ray
 from evalkit.pit._verify_cells import CellJob, CellReplayer, CellResult, parallel_pass, ship_setup
-from evalkit.pit._verify_replay import Pass, ReplaySetup, Walker
+from evalkit.pit._verify_replay import Pass, ReplaySetup, Walker, serial_pass
 from evalkit_core import ConfigError
 
 if TYPE_CHECKING:
     from evalkit.pit._score import Scorer
 
-__all__ = ["LocalPool", "RayPool", "walker"]
+__all__ = ["AUTO_MIN_BYTES", "LocalPool", "RayPool", "walker"]
+
+# With the default worker count, a trajectory smaller than this on disk is replayed in the verifying process:
+# starting workers (an interpreter each, the release handed over) costs more than they save on a small run.
+AUTO_MIN_BYTES = 16 << 20
 
 
 def walker(
@@ -37,11 +41,14 @@ def walker(
 ) -> Walker | None:
     """The pass that walks the cells on ``workers`` local processes (None: one per core) or, with ``executor``
     ``ray``, on Ray actors (None: one per CPU of the cluster at ``address``, or of a single-machine one started
-    here); None when that is one local worker (the replay's own pass, in this process). A :class:`ConfigError`
-    for an unknown executor, an address without Ray, a count below 1, or Ray asked for and not installed."""
+    here); None when that is one local worker (the replay's own pass, in this process). With the default count
+    (None, local), a trajectory under :data:`AUTO_MIN_BYTES` on disk is replayed in this process. A
+    :class:`ConfigError` for an unknown executor, an address without Ray, a count below 1, or Ray asked for and not
+    installed."""
     check_executor(executor, address)
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers: expected a count of at least 1, got {workers}")
+    auto = workers is None and executor != "ray"
     if executor != "ray":
         workers = workers or os.cpu_count() or 1
         if workers == 1:
@@ -49,6 +56,8 @@ def walker(
     where = str(bundle)
 
     def cells_on_workers(body: Mapping[str, Any], setup: ReplaySetup, traj: Path, scorer: Scorer) -> Pass:
+        if auto and traj.stat().st_size < AUTO_MIN_BYTES:
+            return serial_pass(body, setup, traj, scorer)
         config = cast("dict[str, Any]", body["config"])
         cells = len(setup.config.arms) * len(setup.config.clocks)
         if executor == "ray":

@@ -35,6 +35,7 @@ __all__ = [
     "replay_body",
     "replay_setup",
     "seq_problem",
+    "serial_pass",
 ]
 
 
@@ -198,7 +199,7 @@ class Pass:
 Walker = Callable[[Mapping[str, Any], ReplaySetup, Path, "Scorer"], Pass]
 
 
-def _serial_pass(body: Mapping[str, Any], setup: ReplaySetup, traj: Path, scorer: Scorer) -> Pass:
+def serial_pass(body: Mapping[str, Any], setup: ReplaySetup, traj: Path, scorer: Scorer) -> Pass:
     """The pass with the walk in this process, on the events as they are read."""
     from evalkit.pit._replay import replay_trajectory
 
@@ -275,7 +276,7 @@ def replay_body(
     answers = AnswerKey(release.answer_key)
     session_indices = tuple(calendar.index_of(s.date) for s in sessions)
     scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers)))
-    found = (walker or _serial_pass)(body, setup, traj, scorer)
+    found = (walker or serial_pass)(body, setup, traj, scorer)
     problems, score_error = found.problems, found.score_error
     if found.unreadable is not None and not score_error:
         score_error.append(found.unreadable)
