@@ -1,6 +1,7 @@
 """Benchmark the PIT run at the density of a real five-month EDGAR release.
 
     uv run python tools/bench/pit_run.py [--workdir DIR] [--skip-full] [--list-calls N] [--trajectory NAME]
+                                         [--verify-workers N[,N...]]
 
 Builds (once; reused when present) a synthetic release of 287,929 rows over 2022-11-01..2023-03-31 with
 ``evalkit_core._synth.write_synth_release``, then measures, each in a fresh child process:
@@ -16,7 +17,10 @@ less the agent's own time (the issue's wording for (a): "harness overhead beyond
 
 and, in another fresh child each, ``evalkit verify``'s work on that run's receipt (``verify_pit_receipt``: the
 signature, the schema, every binding, the calendar from the library and the replay of every cell), with its
-wall time and peak memory.
+wall time and peak memory, once for each count of ``--verify-workers`` (default 1: the replay in the verifying
+process; N > 1: the cells replayed on N worker processes, ``evalkit verify --workers N``). With workers, the
+child's peak RSS is the verifying process's own; the peak PSS of it and its workers together is sampled as for
+the run.
 
 For each: ``calendar`` (the first ``nyse()`` of the process: pandas-market-calendars import and schedule),
 ``load`` (Release.load, parquet cache warm), ``run`` (pit.run: cells, probe, trajectory, receipt), the child's
@@ -92,7 +96,8 @@ spec = json.loads(sys.argv[1])
 os.chdir(spec["outdir"])
 t0 = time.perf_counter()
 from evalkit.pit import verify_pit_receipt
-checks = verify_pit_receipt("receipt.json", trajectory=spec["trajectory"], bundle=spec["release"])
+checks = verify_pit_receipt("receipt.json", trajectory=spec["trajectory"], bundle=spec["release"],
+                            workers=spec.get("workers", 1))
 t = time.perf_counter() - t0
 bad = [f"{c.name}: {c.detail}" for c in checks if c.status == "MISMATCH"]
 print(json.dumps({"verify_s": t, "mismatches": bad, "checks": len(checks),
@@ -153,18 +158,25 @@ def build_release(workdir: Path) -> Path:
 
 
 def run_child(
-    label: str, release: Path, forms: list[str], start: str, end: str, workdir: Path, trajectory: str
+    label: str, release: Path, forms: list[str], start: str, end: str, workdir: Path, trajectory: str,
+    verify_workers: list[int],
 ) -> dict[str, object]:
     outdir = Path(tempfile.mkdtemp(prefix=f"pit-bench-{label}-", dir=workdir))
     spec = json.dumps({"release": str(release), "forms": forms, "start": start, "end": end, "outdir": str(outdir),
                        "trajectory": trajectory})
     peak = {"agent_side_mb": 0.0, "total_mb": 0.0}
     stats, wall, rss, cpu = _child(label, CHILD, spec, peak)
-    vstats, vwall, vrss, vcpu = _child(f"{label}-verify", VERIFY_CHILD, spec, None)
+    verifies: list[dict[str, object]] = []
+    for workers in verify_workers:
+        vspec = json.dumps({**json.loads(spec), "workers": workers})
+        vpeak = {"agent_side_mb": 0.0, "total_mb": 0.0}
+        vstats, vwall, vrss, vcpu = _child(f"{label}-verify-{workers}", VERIFY_CHILD, vspec, vpeak)
+        verifies.append({"workers": workers, "verify_s": vstats["verify_s"], "verify_wall_s": vwall,
+                         "verify_rss_mb": vrss, "verify_child_cpu_s": vcpu, "verify_pss_mb": vpeak["total_mb"],
+                         "verify_mismatches": vstats["mismatches"]})  # fmt: skip
     shutil.rmtree(outdir, ignore_errors=True)  # (b)'s trajectory alone is ~0.8 GB
-    stats.update(label=label, child_wall_s=wall, peak_rss_mb=rss, child_cpu_s=cpu, verify_child_cpu_s=vcpu)
+    stats.update(label=label, child_wall_s=wall, peak_rss_mb=rss, child_cpu_s=cpu, verifies=verifies)
     stats.update(agent_side_pss_mb=peak["agent_side_mb"], total_pss_mb=peak["total_mb"])
-    stats.update(verify_s=vstats["verify_s"], verify_wall_s=vwall, verify_rss_mb=vrss, verify_mismatches=vstats["mismatches"])
     return stats
 
 
@@ -222,7 +234,7 @@ def report(stats: dict[str, object], target_s: float, target_mb: float | None) -
     print(
         f"      CPU (user + sys): child {stats['child_cpu_s']:.2f} s in all (harness process "
         f"{stats['harness_cpu_s']:.2f} s, interpreter start and imports included; the rest is the jail: zygote and "
-        f"agent processes); verify child {stats['verify_child_cpu_s']:.2f} s; load average {_load()}"
+        f"agent processes); load average {_load()}"
     )
     print(
         f"      rows {stats['rows']}, sessions {stats['sessions']}, events {stats['events']}, "
@@ -231,10 +243,13 @@ def report(stats: dict[str, object], target_s: float, target_mb: float | None) -
         f"main/pit trades {stats['trades_main_pit']}, "
         f"valid {stats['valid']}"
     )
-    print(
-        f"      verify {stats['verify_s']:.2f} s (child wall {stats['verify_wall_s']:.2f} s, peak RSS "
-        f"{stats['verify_rss_mb']:.0f} MB), mismatches {stats['verify_mismatches'] or 'none'}"
-    )
+    for v in stats["verifies"]:  # type: ignore[union-attr]
+        print(
+            f"      verify --workers {v['workers']}: {v['verify_s']:.2f} s (child wall {v['verify_wall_s']:.2f} s, "
+            f"CPU {v['verify_child_cpu_s']:.2f} s with its workers, peak RSS {v['verify_rss_mb']:.0f} MB, peak PSS "
+            f"with its workers {v['verify_pss_mb']:.0f} MB), mismatches {v['verify_mismatches'] or 'none'}; "
+            f"load average {_load()}"
+        )
 
 
 def _load() -> str:
@@ -288,15 +303,17 @@ def main() -> None:
     ap.add_argument("--skip-full", action="store_true", help="Skip (b), the full-window run.")
     ap.add_argument("--list-calls", type=int, default=20_000)
     ap.add_argument("--trajectory", default="trajectory.jsonl", help="The trajectory's file name (.zst: compressed).")
+    ap.add_argument("--verify-workers", default="1", help="Verify each run once per count, e.g. 1,2 (default 1).")
     ns = ap.parse_args()
+    verify_workers = [int(w) for w in ns.verify_workers.split(",")]
     ns.workdir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("EVALKIT_CACHE_DIR", str(ns.workdir / "cache"))
     os.environ.setdefault("EVALKIT_HOME", str(ns.workdir / "home"))  # the signing key the runs use
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, cache {os.environ['EVALKIT_CACHE_DIR']}")
     release = build_release(ns.workdir)
-    report(run_child("a", release, ["8-K"], "2023-03-01", "2023-03-10", ns.workdir, ns.trajectory), 1.0, None)
+    report(run_child("a", release, ["8-K"], "2023-03-01", "2023-03-10", ns.workdir, ns.trajectory, verify_workers), 1.0, None)
     if not ns.skip_full:
-        report(run_child("b", release, [], START.isoformat(), END.isoformat(), ns.workdir, ns.trajectory), 60.0, 2048.0)
+        report(run_child("b", release, [], START.isoformat(), END.isoformat(), ns.workdir, ns.trajectory, verify_workers), 60.0, 2048.0)
     bench_pit_list(release, ns.list_calls)
 
 

@@ -371,11 +371,11 @@ _JSON = st.recursive(
 def test_the_readers_one_pass_encoding_is_canonical_bytes(others, result, kind):
     """verify checks a tool call's line and keeps its result's bytes in one encoding: the same bytes as
     canonical_bytes, whatever the keys (a non-ASCII or escaped key falls back to canonical_bytes)."""
-    from evalkit.pit._verify import _encode_event  # pyright: ignore[reportPrivateUsage]
+    from evalkit.pit._verify_replay import encode_event
     from evalkit_core import canonical_bytes
 
     event = {**others, "type": kind, "result": result}
-    line, kept = _encode_event(event)
+    line, kept = encode_event(event)
     assert line == canonical_bytes(event)
     if kept is not None:
         assert kind == "tool_call"

@@ -229,6 +229,22 @@ def verify(
     results: Path | None = typer.Option(None, "--results", help="The results file an eval receipt binds \\[default: as recorded]."),
     tasks: Path | None = typer.Option(None, "--tasks", help="The task bank an eval receipt binds \\[default: as recorded]."),
     as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON (same exit code)."),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1,
+        help="PIT runs: processes that replay the cells in parallel \\[default: one per core, for a trajectory of "
+        "16 MB or more on disk; with --executor ray, one per CPU of the cluster]; 1 replays them in this process. "
+        "The report is the same whatever the count.",
+    ),
+    executor: str = typer.Option(
+        "local", "--executor",
+        help="PIT runs: where the cells are replayed: local (this machine's processes) or ray (actors on a Ray "
+        "cluster, each reading the release at the same path; needs the extra evalkit-harness\\[ray]).",
+    ),
+    address: str | None = typer.Option(
+        None, "--address",
+        help="With --executor ray: the Ray cluster to join (HOST:PORT of its head, or 'auto'); default: start a "
+        "single-machine Ray on 127.0.0.1 with --workers CPUs.",
+    ),
 ) -> None:
     """Check a receipt offline: its signature, its schema, every hash it binds, and (PIT runs) a replay of every
     cell from the trajectory, the release and the prices. One line each: ok, MISMATCH <field>, not checked: <what>
@@ -262,7 +278,10 @@ def verify(
 
         if bundle is None:
             raise ConfigError("verify: a PIT receipt needs --bundle (the release directory it binds)")
-        found = verify_pit_receipt(receipt, trajectory=trajectory, bundle=bundle, config=config, prices=prices, key=key)
+        found = verify_pit_receipt(
+            receipt, trajectory=trajectory, bundle=bundle, config=config, prices=prices, key=key,
+            workers=workers, executor=executor, address=address,
+        )  # fmt: skip
         checks = [(c.status, c.name, c.detail) for c in found]
     else:
         checks = [

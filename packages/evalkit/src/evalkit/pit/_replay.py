@@ -35,7 +35,7 @@ from evalkit.pit._serving import ServedMask
 from evalkit.pit._toolbox import CellView, Toolbox, cell_views
 from evalkit_core import ARMS, Calendar, Clock, Release, canonical_bytes
 
-__all__ = ["EVENT_TYPES", "replay_trajectory"]
+__all__ = ["EVENT_TYPES", "Misaligned", "Walk", "replay_trajectory", "walk_cell", "walk_head", "walk_tail"]
 
 EVENT_TYPES = frozenset(
     {
@@ -57,8 +57,8 @@ _MAX_PROBLEMS = 20
 _OMITTED_REASONS = frozenset({"unknown", "not_yet_knowable", "duplicate", "over_limit"})
 
 
-class _Misaligned(Exception):  # noqa: N818 - internal control flow: the walk cannot go on
-    pass
+class Misaligned(Exception):  # noqa: N818 - control flow: the walk cannot go on
+    """A structural problem (an event missing, added, reordered or moved): the walk cannot go on."""
 
 
 def _same(a: object, b: object) -> bool:
@@ -71,7 +71,11 @@ def _short(value: object, limit: int = 100) -> str:
 
 
 @attrs.define
-class _Walk:
+class Walk:
+    """The state of a walk over a run's events: where it is (``pos``: events taken), what it found (``problems``,
+    at most 20), what it re-served (``counts``; ``served``: the shifted arm's row_keys in first-served order) and
+    whether the run stopped."""
+
     events: Iterator[Mapping[str, Any]]
     config: RunConfig
     calendar: Calendar
@@ -104,16 +108,16 @@ class _Walk:
     def take(self, kind: str, expected: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         event = self.peek()
         if event is None:
-            raise _Misaligned(f"line {self.pos + 1}: the trajectory ends where a {kind} event was expected")
+            raise Misaligned(f"line {self.pos + 1}: the trajectory ends where a {kind} event was expected")
         if event.get("type") != kind:
-            raise _Misaligned(
+            raise Misaligned(
                 f"line {self.pos + 1}: a {event.get('type')} event where the harness writes {kind}"
                 + (f" ({_short(_where(expected))})" if expected else "")
             )
         if expected is not None:
             for k, v in expected.items():
                 if k != "seq" and not _same(event.get(k), v):
-                    raise _Misaligned(
+                    raise Misaligned(
                         f"line {self.pos + 1}: {kind}.{k} is {_short(event.get(k))}, the harness would write {_short(v)}"
                     )
         self.advance()
@@ -143,21 +147,38 @@ def replay_trajectory(
     to the run's forms and window). Returns (problems, counts of what was re-served). ``encoded_result``, when
     given, returns a recorded tool call's ``canonical_bytes(event["result"])`` (the reader's, encoded once).
     ``served``: the shifted arm as the run served it with decoys, rebuilt from the release's secret."""
-    walk = _Walk(
+    walk = Walk(
         iter(events), config, calendar, known=frozenset(release.answer_key.get_column("row_key").to_list())
     )
     if encoded_result is not None:
         walk.encoded_result = encoded_result
     try:
         _walk_run(walk, release, window, served)
-    except _Misaligned as exc:
+    except Misaligned as exc:
         walk.problem(str(exc))
     return walk.problems, walk.counts
 
 
-def _walk_run(
-    walk: _Walk, release: Release, window: tuple[dt.date, dt.date], served: ServedMask | None
-) -> None:
+def _walk_run(walk: Walk, release: Release, window: tuple[dt.date, dt.date], served: ServedMask | None) -> None:
+    indices = walk_head(walk, release, window)
+    sessions = walk.calendar.between(*window)
+    tables: dict[tuple[bool, Clock], Mapping[str, int]] = {}
+    arms = [a for a in ARMS if a in walk.config.arms]
+    for view in cell_views(release, arms, walk.config.clocks, walk.calendar, served):
+        if walk.stopped:
+            break
+        decoyed = served is not None and view.arm == "shifted"
+        if (decoyed, view.clock) not in tables:
+            main = served.main if served is not None and decoyed else release.arm("main")
+            tables[decoyed, view.clock] = entries_of(main, view.clock, walk.calendar)
+        walk_cell(walk, view, cell_sessions(view, sessions, indices, served)[1], tables[decoyed, view.clock])
+    walk_tail(walk, release, indices, served)
+
+
+def walk_head(walk: Walk, release: Release, window: tuple[dt.date, dt.date]) -> list[int]:
+    """Take the ``run_start`` event; returns the calendar indices of the window's sessions. A run is walked as
+    ``walk_head``, then :func:`walk_cell` for each cell in the run's order while the walk has not stopped, then
+    :func:`walk_tail`; each raises :class:`Misaligned` where the walk cannot go on."""
     cfg, calendar = walk.config, walk.calendar
     sessions = calendar.between(*window)
     indices = [calendar.index_of(s.date) for s in sessions]
@@ -167,23 +188,25 @@ def _walk_run(
     walk.take(
         "run_start", run_start_event(run_id, cfg, release, agent_name, window[0], window[1], len(sessions))
     )
-    pclock = probe_clock(cfg)
-    tables: dict[tuple[bool, Clock], Mapping[str, int]] = {}
-    for view in cell_views(release, [a for a in ARMS if a in cfg.arms], cfg.clocks, calendar, served):
+    return indices
+
+
+def walk_cell(walk: Walk, view: CellView, indices: Sequence[int], entries: Mapping[str, int]) -> None:
+    """Walk one cell: its ``cell_start`` and every session it runs (``indices``: calendar indices), up to the
+    cell's last decision or where the run stopped. It reads no event past the cell's last one unless the run
+    stopped in it. ``entries``: the entry table of the cell's main rows under the view's clock."""
+    walk.take("cell_start", cell_start_event(view))
+    for s_idx in indices:
         if walk.stopped:
             break
-        decoyed = served is not None and view.arm == "shifted"
-        if (decoyed, view.clock) not in tables:
-            main = served.main if served is not None and decoyed else release.arm("main")
-            tables[decoyed, view.clock] = entries_of(main, view.clock, calendar)
-        entries = tables[decoyed, view.clock]
-        walk.take("cell_start", cell_start_event(view))
-        for s_idx in cell_sessions(view, sessions, indices, served)[1]:
-            if walk.stopped:
-                break
-            _walk_session(walk, view, s_idx, entries)
+        _walk_session(walk, view, s_idx, entries)
+
+
+def walk_tail(walk: Walk, release: Release, indices: Sequence[int], served: ServedMask | None = None) -> None:
+    """Walk what follows the cells: the probe (unless the run stopped) and ``run_end``, with nothing after it."""
+    cfg, calendar = walk.config, walk.calendar
     if not walk.stopped and "shifted" in cfg.arms and cfg.probe_items > 0:
-        view = probe_view(release, pclock, calendar, served)
+        view = probe_view(release, probe_clock(cfg), calendar, served)
         items = choose_items(list(walk.served), cfg.probe_items)
         last = served.indices[-1] if served is not None else indices[-1]
         for n, key in enumerate(items):
@@ -192,7 +215,7 @@ def _walk_run(
             _walk_probe_item(walk, view, last, n, key)
     walk.take("run_end")
     if walk.peek() is not None:
-        raise _Misaligned(f"line {walk.pos + 1}: a {walk.peek().get('type')} event after run_end")  # pyright: ignore[reportOptionalMemberAccess]
+        raise Misaligned(f"line {walk.pos + 1}: a {walk.peek().get('type')} event after run_end")  # pyright: ignore[reportOptionalMemberAccess]
 
 
 def _recorder(sink: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> Any:
@@ -202,7 +225,7 @@ def _recorder(sink: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> Any:
     return record
 
 
-def _serve(walk: _Walk) -> Any:
+def _serve(walk: Walk) -> Any:
     def served(keys: Sequence[str]) -> None:
         for k in keys:
             if k in walk.known:
@@ -211,7 +234,7 @@ def _serve(walk: _Walk) -> Any:
     return served
 
 
-def _walk_session(walk: _Walk, view: CellView, s_idx: int, entries: Mapping[str, int]) -> None:
+def _walk_session(walk: Walk, view: CellView, s_idx: int, entries: Mapping[str, int]) -> None:
     sink: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     toolbox = Toolbox(view, s_idx, _recorder(sink), _serve(walk) if view.arm == "shifted" else None, None)
     where = {"arm": view.arm, "clock": str(view.clock), "session_date": toolbox.session_date}
@@ -223,7 +246,7 @@ def _walk_session(walk: _Walk, view: CellView, s_idx: int, entries: Mapping[str,
 
 
 def _walk_call(
-    walk: _Walk,
+    walk: Walk,
     toolbox: Toolbox,
     sink: list[tuple[str, dict[str, Any], dict[str, Any]]],
     where: Mapping[str, Any],
@@ -240,9 +263,9 @@ def _walk_call(
             return False
         line = walk.pos + 1
         if kind not in EVENT_TYPES:
-            raise _Misaligned(f"line {line}: unknown event type {kind!r}")
+            raise Misaligned(f"line {line}: unknown event type {kind!r}")
         if not _same(_where(event), where) and kind != "egress_attempt":
-            raise _Misaligned(
+            raise Misaligned(
                 f"line {line}: a {kind} at {_short(_where(event))} inside the call at {_short(where)}"
             )
         walk.advance()
@@ -256,7 +279,7 @@ def _walk_call(
 
 
 def _replay_tool_call(
-    walk: _Walk,
+    walk: Walk,
     toolbox: Toolbox,
     sink: list[tuple[str, dict[str, Any], dict[str, Any]]],
     event: Mapping[str, Any],
@@ -291,7 +314,7 @@ def _status(entries: Mapping[str, int], key: str, s_idx: int) -> str:
     return "unknown" if entry is None else ("ok" if entry <= s_idx else "not_yet_knowable")
 
 
-def _check_decision(walk: _Walk, entries: Mapping[str, int], s_idx: int, decision: Mapping[str, Any]) -> None:
+def _check_decision(walk: Walk, entries: Mapping[str, int], s_idx: int, decision: Mapping[str, Any]) -> None:
     line = walk.here()
     picks = decision.get("picks")
     rejected = decision.get("rejected")
@@ -328,7 +351,7 @@ def _check_decision(walk: _Walk, entries: Mapping[str, int], s_idx: int, decisio
     walk.counts["picks"] += sum(cast("dict[str, int]", omitted).values())
 
 
-def _walk_probe_item(walk: _Walk, view: CellView, last: int, n: int, key: str) -> None:
+def _walk_probe_item(walk: Walk, view: CellView, last: int, n: int, key: str) -> None:
     sink: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     toolbox = Toolbox(view, last, _recorder(sink), None, None)
     where = {

@@ -9,10 +9,9 @@ call (:mod:`evalkit.pit._replay`), and reports each field where the receipt and 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -23,11 +22,10 @@ from evalkit.pit._config import load_config
 from evalkit.pit._diff import ABSENT as _ABSENT
 from evalkit.pit._diff import diff as _diff
 from evalkit.pit._diff import show as _show
-from evalkit.pit._trajectory import spliced_line
-from evalkit.pit._trajfile import TrajectoryFileError, line_bound, trajectory_digest, trajectory_lines
+from evalkit.pit._trajfile import TrajectoryFileError, trajectory_digest
+from evalkit.pit._verify_replay import Replay, replay_body
 from evalkit_core import (
     ConfigError,
-    EvalkitError,
     ReceiptError,
     ReleaseError,
     canonical_bytes,
@@ -41,7 +39,7 @@ from evalkit_core import (
     read_receipt,
 )
 
-__all__ = ["Check", "receipt_schema", "verify_pit_receipt"]
+__all__ = ["Check", "Replay", "receipt_schema", "replay_body", "verify_pit_receipt"]
 
 Status = Literal["ok", "MISMATCH", "not checked", "note"]
 _MAX_DIFFS = 25
@@ -64,6 +62,7 @@ _BOUND_ELSEWHERE = (
 
 def _status_of(check: Check) -> Status:
     return "ok" if check.ok else "MISMATCH"
+
 
 @attrs.frozen
 class Check:
@@ -129,14 +128,22 @@ def verify_pit_receipt(
     prices: str | Path | None = None,
     key: str | None = None,
     home: str | Path | None = None,
+    workers: int | None = 1,
+    executor: str = "local",
+    address: str | None = None,
 ) -> list[Check]:
     """Check a PIT receipt offline; one :class:`Check` per line of the report, in order.
 
     ``trajectory`` defaults to the path the receipt records. ``config`` (a RunConfig file) is compared with the
     config the receipt records, which the replay uses either way. ``prices`` is needed to recompute returns.
     ``key`` (a PEM public key file or an ``ed25519:`` key id) is the signer to require; by default the local
-    key in ``$EVALKIT_HOME`` (or ``home``) is the one trusted.
+    key in ``$EVALKIT_HOME`` (or ``home``) is the one trusted. ``workers``, ``executor`` and ``address``: where the
+    replay walks the cells (see :func:`evalkit.pit._verify_pools.walker`; one local worker: in this process); the
+    checks are the same whatever they are.
     """
+    from evalkit.pit._verify_pools import walker
+
+    on_workers = walker(bundle, workers, executor, address)  # a bad option is refused before any work
     checks: list[Check] = []
     try:
         receipt = read_receipt(receipt_path)
@@ -155,8 +162,13 @@ def verify_pit_receipt(
         checks.append(Check("signature", sig.ok, f"{sig.key_id}, {trust_note}" if sig.ok else sig.detail))
         checks.append(_schema_check(body))
         ok = check_receipt(receipt)
-        detail = "" if ok else f"body hashes to {digest(body)}, receipt says {receipt['body_sha256']}"
-        checks.append(Check("body_sha256", ok, detail))
+        checks.append(
+            Check(
+                "body_sha256",
+                ok,
+                "" if ok else f"body hashes to {digest(body)}, receipt says {receipt['body_sha256']}",
+            )
+        )
 
     traj = Path(trajectory) if trajectory is not None else Path(str(_get(body, "trajectory", "path") or ""))
     traj_found = traj.is_file()
@@ -188,7 +200,7 @@ def verify_pit_receipt(
     got: str | None = None
     unreadable: str | None = None
     if receipt is not None and not problems and traj_found:
-        result = replay_body(body, traj, bundle_path, Path(prices) if prices is not None else None)
+        result = replay_body(body, traj, bundle_path, Path(prices) if prices is not None else None, walker=on_workers)
         got, unreadable = result.digest, result.unreadable
         if unreadable is None:
             replayed = _replay_checks(body, result)
@@ -352,221 +364,6 @@ def _manifest_digest(root: Path) -> str | None:
         return json.loads((root / "release.json").read_text()).get("content_digest")
     except (OSError, ValueError, AttributeError):
         return None
-
-
-# --- the replay ----------------------------------------------------------------------------------------------
-
-
-class _EventReader:
-    """The events of a trajectory file (plain or compressed), one line at a time, noting what is wrong with the
-    lines (not JSON, not canonical, seq gaps, a damaged compressed file) in ``problems``. Reading stops at a line
-    that is not a JSON object; :meth:`drain` then counts and hashes the rest of the stream, so that ``lines`` and
-    ``digest`` are the whole stream's without reading the file again."""
-
-    def __init__(self, path: Path, max_line: int | None = None) -> None:
-        self.path = path
-        self.problems: list[str] = []
-        self.lines = 0
-        self.first: dict[str, Any] | None = None
-        self._hash = hashlib.sha256()
-        self._raw = trajectory_lines(path, max_line)
-        self.readable = True
-        # the last tool_call event read, with its result's canonical bytes (encoded once, for the replay's compare)
-        self.held: tuple[Mapping[str, Any], bytes] | None = None
-
-    def encoded_result(self, event: Mapping[str, Any]) -> bytes:
-        """``canonical_bytes(event["result"])``, taken from the line's own check when ``event`` is the last read."""
-        held = self.held
-        if held is not None and held[0] is event:
-            return held[1]
-        return canonical_bytes(event.get("result"))
-
-    @property
-    def digest(self) -> str:
-        return "sha256:" + self._hash.hexdigest()
-
-    def drain(self) -> None:
-        """Count and hash what was not read (after a line that stopped the reading)."""
-        try:
-            for raw in self._raw:
-                self.lines += 1
-                self._hash.update(raw)
-        except TrajectoryFileError as exc:
-            self._unreadable(exc)
-
-    def _unreadable(self, exc: TrajectoryFileError) -> None:
-        self.readable = False
-        self.problems.append(str(exc))
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        try:
-            yield from self._events()
-        except TrajectoryFileError as exc:
-            self._unreadable(exc)
-
-    def _events(self) -> Iterator[dict[str, Any]]:
-        seq_reported = False
-        for raw in self._raw:
-            self.lines += 1
-            n = self.lines
-            self._hash.update(raw)
-            if not raw.endswith(b"\n"):
-                self.problems.append(f"line {n}: the file does not end with a newline")
-            line = raw.rstrip(b"\n")
-            try:
-                event = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                self.problems.append(f"line {n}: not JSON")
-                return
-            if not isinstance(event, dict):
-                self.problems.append(f"line {n}: not a JSON object")
-                return
-            ev = cast("dict[str, Any]", event)
-            encoded, result = _encode_event(ev)
-            self.held = (ev, result) if result is not None else None
-            if encoded != line:
-                self.problems.append(
-                    f"line {n}: not in canonical form (the harness writes RFC 8785 JSON)"
-                )
-            if ev.get("seq") != n - 1 and not seq_reported:
-                seq_reported = True
-                self.problems.append(
-                    f"line {n}: seq is {ev.get('seq')!r}, expected {n - 1} (a line was dropped, added or moved)"
-                )
-            if self.first is None:
-                self.first = ev
-            yield ev
-
-
-def _encode_event(ev: Mapping[str, Any]) -> tuple[bytes, bytes | None]:
-    """``canonical_bytes(ev)``, and for a tool call its result's canonical bytes too (the replay compares them with
-    the answer it re-serves: the biggest value of the trajectory is then encoded once, not twice)."""
-    result = ev.get("result")
-    if ev.get("type") != "tool_call" or not isinstance(result, dict):
-        return canonical_bytes(ev), None
-    result_bytes = canonical_bytes(cast("dict[str, Any]", result))
-    try:
-        return spliced_line(ev, result_bytes.decode()), result_bytes
-    except ValueError:  # a key canonical_object does not take (not a line the harness writes)
-        return canonical_bytes(ev), None
-
-
-@attrs.frozen
-class Replay:
-    """What a replay recomputed: the body (None when it could not run), what is wrong with the trajectory,
-    how much was re-served, and whether returns were recomputed (a price file was given)."""
-
-    body: dict[str, Any] | None
-    problems: list[str]
-    counts: dict[str, int]
-    cells: int
-    events: int
-    error: str | None = None
-    priced: bool = False
-    digest: str | None = None  # of the whole stream, when the replay read it to its end
-    unreadable: str | None = None  # why the file could not be read to its end (a damaged compressed stream)
-
-
-def replay_body(
-    body: Mapping[str, Any], trajectory: str | Path, bundle: str | Path, prices: str | Path | None = None
-) -> Replay:
-    """Recompute a receipt body from the trajectory, the release (read from its JSONL, never the cache), the
-    calendar (from the library), the prices and the config the receipt records, with the runner's own scoring
-    and body code. Fields the run measured and a replay cannot (network scope, harness, environment, the agent's
-    spec and code, the trajectory's path) are copied from ``body``."""
-    from evalkit.pit._config import RunConfig
-    from evalkit.pit._prices import load_prices
-    from evalkit.pit._replay import replay_trajectory
-    from evalkit.pit._runner import _check_window, opens_for, run_id_for, served_for  # pyright: ignore[reportPrivateUsage]
-    from evalkit.pit._score import AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
-    from evalkit_core import Release, nyse
-
-    traj = Path(trajectory)
-    try:
-        recorded = cast("dict[str, Any]", body["config"])
-        config = RunConfig.from_json({**recorded, "bundle_path": str(bundle)}, source="the receipt's config")
-        release = Release.load(bundle, use_cache=False)
-        start, end = _check_window(config, release)
-        release = release.select(forms=list(config.forms) or None, start=start, end=end)
-        calendar = nyse(use_cache=False)
-        sessions = calendar.between(start, end)
-        # the shifted arm as the run served it, decoys rebuilt from the release's secret (mask_decoys)
-        served = served_for(config, release, (start, end), calendar)
-        statement = body.get("prices")
-        loaded = None
-        if prices is not None and isinstance(statement, dict):
-            stmt = cast("dict[str, Any]", statement)
-            loaded = load_prices(
-                prices, source=str(stmt.get("source") or ""), pulled_at=stmt.get("pulled_at")
-            )
-    except (KeyError, TypeError, AttributeError, EvalkitError) as exc:
-        return Replay(None, [], {}, 0, 0, error=f"cannot replay: {exc}")
-
-    answers = AnswerKey(release.answer_key)
-    session_indices = tuple(calendar.index_of(s.date) for s in sessions)
-    score_inputs = ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers), served)
-    scorer = Scorer(score_inputs)
-    reader = _EventReader(traj, line_bound(body))
-    score_error: list[str] = []
-
-    def scored() -> Iterator[dict[str, Any]]:
-        # One pass over the file feeds the walk and the scorer alike.
-        for event in reader:
-            if not score_error:
-                try:
-                    scorer.feed(event)
-                except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
-                    score_error.append(f"the events cannot be scored ({type(exc).__name__}: {exc})")
-            yield event
-
-    stream = scored()
-    walk_problems, counts = replay_trajectory(
-        stream, config, release, calendar, (start, end), encoded_result=reader.encoded_result, served=served
-    )
-    for _ in stream:  # the walk may stop early: the scorer still sees every event
-        pass
-    reader.drain()
-    problems = reader.problems + walk_problems
-    if not reader.readable and not score_error:
-        score_error.append(reader.problems[-1])
-    score = None
-    if not score_error:
-        try:
-            score = scorer.result()
-        except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
-            score_error.append(f"the events cannot be scored ({type(exc).__name__}: {exc})")
-    digest_read = reader.digest if reader.readable else None
-    unreadable = None if reader.readable else reader.problems[-1]
-    if score is None:
-        return Replay(
-            None, problems, counts, 0, reader.lines, error=score_error[0], digest=digest_read, unreadable=unreadable
-        )
-    first = reader.first or {}
-    agent = dict(cast("dict[str, Any]", body.get("agent") or {}))
-    # The name the trajectory recorded; the spec and code are the receipt's.
-    agent["name"] = first.get("agent")
-    inputs = BodyInputs(
-        run_id=run_id_for(config.digest(), release.content_digest),
-        config=config,
-        config_sha256=config.digest(),
-        release=release,
-        sessions=sessions,
-        prices=loaded.statement() if loaded is not None else None,
-        trajectory_path=str(_get(body, "trajectory", "path")),
-        trajectory_events=reader.lines,
-        trajectory_sha256=reader.digest,
-        trajectory_encoding=cast("str | None", _get(body, "trajectory", "encoding")),  # how the run stored it
-        calendar_sha256=calendar.digest,
-        network_scope=str(_get(body, "network", "scope")),
-        harness=cast("dict[str, Any]", body.get("harness") or {"source_sha256": None}),
-        agent=agent,
-        environment=cast("dict[str, Any]", body.get("environment") or {}),
-        bounds=cast("dict[str, Any]", body["bounds"]) if isinstance(body.get("bounds"), dict) else None,
-        served=served,
-    )
-    replayed = assemble_body(inputs, score)
-    return Replay(replayed, problems, counts, len(score.cells), reader.lines, priced=loaded is not None, digest=digest_read,
-                  unreadable=unreadable)
 
 
 def _replay_checks(body: Mapping[str, Any], result: Replay) -> list[Check]:
