@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from evalkit.pit import RunConfig, load_prices, run, stub_agent
-from evalkit.pit._verify_cells import CellJob, CellReplayer, CellResult, parallel_pass
+from evalkit.pit._verify_cells import CellJob, CellReplayer, CellResult, WorkerLostError, parallel_pass
 from evalkit.pit._verify_replay import Replay, replay_body
 from evalkit_core import canonical_bytes, ensure_signing_key, make_receipt, read_receipt, write_receipt
 from evalkit_core._synth import write_demo_release
@@ -404,3 +404,81 @@ def test_a_copied_release_is_what_the_workers_read(demo, tmp_path, cli):
     want = _cli(cli, w, "--workers", "1")
     assert want[0] == 0, want
     assert _cli(cli, w, "--workers", "2") == want
+
+
+# --- a worker lost mid-run -------------------------------------------------------------------------------------------
+
+
+class LosingPool(LazyPool):
+    """From the ``lost``-th cell sent on, every handle raises as a pool whose worker died does."""
+
+    def __init__(self, workers: int, release: Path, config: dict[str, Any], lost: int) -> None:
+        super().__init__(workers, release, config)
+        self.lost = lost
+
+    def submit(self, job: CellJob) -> Callable[[], CellResult]:
+        if len(self.jobs) < self.lost:
+            return super().submit(job)
+        self.jobs.append(job)
+
+        def result() -> CellResult:
+            raise WorkerLostError("a replay worker ended abruptly (test)")
+
+        return result
+
+
+@pytest.mark.parametrize("lost", [0, 1, 4, 8])
+@pytest.mark.parametrize("name", [None, "answer", "cut"])
+def test_a_lost_worker_s_cells_are_replayed_here_with_the_serial_result(demo, tmp_path, capsys, lost, name):
+    w = demo["plain"] if name is None else _tampered(demo, tmp_path, name)
+    body = read_receipt(w["receipt"])["body"]
+    serial = replay_body(body, w["trajectory"], w["release"], w["prices"])
+    pool = LosingPool(2, w["release"], body["config"], lost)
+    parallel = replay_body(
+        body, w["trajectory"], w["release"], w["prices"],
+        walker=lambda b, setup, traj, scorer: parallel_pass(b, setup, traj, scorer, pool),
+    )  # fmt: skip
+    assert parallel == serial
+    err = capsys.readouterr().err
+    if pool.jobs[lost:]:
+        assert err.count("verify: a replay worker ended abruptly (test); cell ") == 1, err
+    else:
+        assert err == ""
+
+
+def test_a_killed_worker_process_does_not_end_verify(demo, tmp_path, capsys):
+    """Real worker processes, killed (SIGKILL, by their ids: processes this test's pool started) after the first
+    cell's result: the report is the serial one, and stderr says from which cell this process took over."""
+    import signal
+
+    from evalkit.pit._verify_cells import ship_setup
+    from evalkit.pit._verify_pools import LocalPool
+
+    w = demo["plain"]
+    body = read_receipt(w["receipt"])["body"]
+    serial = replay_body(body, w["trajectory"], w["release"], w["prices"])
+    killed: list[int] = []
+
+    class KillingPool(LocalPool):
+        sent = 0
+
+        def submit(self, job: CellJob) -> Callable[[], CellResult]:
+            if self.sent == 3:
+                processes = dict(self._pool._processes or {})  # the executor's own map of its workers
+                for pid in processes:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            self.sent += 1
+            return super().submit(job)
+
+    def walk(b: Any, setup: Any, traj: Path, scorer: Any) -> Any:
+        shipped = tmp_path / "shipped"
+        shipped.mkdir()
+        ship_setup(setup, shipped)
+        with KillingPool(b["config"], str(w["release"]), 2, str(shipped)) as pool:
+            return parallel_pass(b, setup, traj, scorer, pool)
+
+    parallel = replay_body(body, w["trajectory"], w["release"], w["prices"], walker=walk)
+    assert killed, "the pool's processes were running when the fourth cell was sent"
+    assert parallel == serial
+    assert "verify: a replay worker ended abruptly" in capsys.readouterr().err

@@ -12,7 +12,9 @@ the run not stopped, is exactly what the one-worker walk finds there (a cell's w
 decision, and what it carries to the next cell is its problems, counts and served keys, which are joined on in
 order). At the first cell that is not so (a line missing, added or moved, a run that stopped, a cut in the wrong
 place), this process walks on from that cell itself over the same lines (kept until their cell's result is in)
-and the rest of the stream, as the one-worker replay would. The probe, ``run_end`` and anything after are walked
+and the rest of the stream, as the one-worker replay would. A worker that is lost (its process killed, its actor
+gone) is such a cell too: its cell and every later one are walked here, with one line on standard error saying so.
+The probe, ``run_end`` and anything after are walked
 here. Lines' problems are sorted back into line order. The report is therefore the one-worker report, byte for
 byte, whatever the workers; a worker holds one cell's lines at a time, and this process at most one per worker.
 """
@@ -50,7 +52,22 @@ if TYPE_CHECKING:
 
     from evalkit.pit._score import Scorer
 
-__all__ = ["CellJob", "CellPool", "CellReplayer", "CellResult", "CellViews", "parallel_pass", "ship_setup"]
+__all__ = [
+    "CellJob",
+    "CellPool",
+    "CellReplayer",
+    "CellResult",
+    "CellViews",
+    "WorkerLostError",
+    "parallel_pass",
+    "ship_setup",
+]
+
+
+class WorkerLostError(Exception):
+    """Raised by a pool's result handle when the worker that held the cell is gone (killed, crashed, out of
+    memory): the cell is walked again in the verifying process. Nothing else a worker raises is caught."""
+
 
 _LAST = sys.maxsize  # the line number that sorts a damaged stream's problem after every line's
 
@@ -373,7 +390,20 @@ def _dispatch(walk: Walk, lines: _Lines, checked: _Checked, pool: CellPool, cell
     def gather() -> None:
         nonlocal start
         index, first, count, data, handle = inflight.popleft()
-        result = handle()
+        try:
+            result: CellResult | None = handle()
+        except WorkerLostError as exc:
+            if start is None:
+                sys.stderr.write(
+                    f"verify: {exc}; cell {index + 1} and those after it are replayed in this process\n"
+                )
+            result = None
+        if result is None:
+            if start is None:
+                start = index
+                walk.pos = first - 1
+            redo.append(data)
+            return
         lines.problems.extend((n, 2, NOT_CANONICAL.format(n=n)) for n in result.not_canonical)
         if start is None and result.clean:
             for problem in result.problems:

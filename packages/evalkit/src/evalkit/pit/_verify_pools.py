@@ -16,13 +16,21 @@ import os
 import tempfile
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from evalkit._ray import RayCluster, check_executor, import_ray
-from evalkit.pit._verify_cells import CellJob, CellReplayer, CellResult, parallel_pass, ship_setup
+from evalkit.pit._verify_cells import (
+    CellJob,
+    CellReplayer,
+    CellResult,
+    WorkerLostError,
+    parallel_pass,
+    ship_setup,
+)
 from evalkit.pit._verify_replay import Pass, ReplaySetup, Walker, serial_pass
 from evalkit_core import ConfigError
 
@@ -97,7 +105,20 @@ class LocalPool:
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
     def submit(self, job: CellJob) -> Callable[[], CellResult]:
-        return self._pool.submit(_replay_in_process, self._config, self._bundle, self._shipped, job).result
+        try:
+            future: Future[CellResult] = self._pool.submit(
+                _replay_in_process, self._config, self._bundle, self._shipped, job
+            )
+        except BrokenProcessPool as exc:  # a worker died before this cell was sent
+            return _lost(exc)
+
+        def result() -> CellResult:
+            try:
+                return future.result()
+            except BrokenProcessPool as exc:  # its process ended abruptly (killed, out of memory)
+                raise WorkerLostError(f"a replay worker ended abruptly ({exc})") from exc
+
+        return result
 
     def __enter__(self) -> Self:
         return self
@@ -106,6 +127,13 @@ class LocalPool:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _lost(exc: BaseException) -> Callable[[], CellResult]:
+    def result() -> CellResult:
+        raise WorkerLostError(f"a replay worker ended abruptly ({exc})") from exc
+
+    return result
 
 
 class RayPool:
@@ -156,6 +184,8 @@ class RayPool:
         def result() -> CellResult:
             try:
                 return cast("CellResult", self._ray.get(ref))
+            except self._ray.exceptions.RayActorError as exc:  # the actor died (its process or its node)
+                raise WorkerLostError(f"a Ray replay actor was lost ({type(exc).__name__})") from exc
             finally:
                 self._free.append(actor)
 
