@@ -472,5 +472,7 @@ def test_the_cli_serves_the_mask_when_asked_and_verify_replays_it(cli, demo_dir:
     body = read_receipt(receipt)["body"]
     assert body["receipt_version"] == 3 and body["config"]["mask_decoys"] is True
     assert body["cells"][0]["sessions"] > body["window"]["sessions"]
+    # the run's table says how many picks named a decoy (the stub agent picks none)
+    assert f"decoy_picks {body['cells'][0]['decoy_picks']}" in out, out
     code, out, _ = cli("verify", receipt, "--trajectory", traj, "--bundle", demo_dir)  # pyright: ignore[reportUnknownVariableType]
     assert code == 0 and "run_valid true" in out, out

@@ -77,6 +77,8 @@ def _print_run(
         typer.echo(
             f"{c['arm']:<9} {c['clock']:<6} total_return {_fmt_return(c['total_return']):>8}  trades {c['trades']:>5}  "
             f"scored {c['scored_trades']:>5}  lookahead {c['lookahead_trades']:>4}  reachable={c['reachable']}"
+            # a shifted cell served with decoys: how many picks named a decoy (refused, never traded)
+            + (f"  decoy_picks {c['decoy_picks']}" if c.get("decoy_picks") is not None else "")
         )
     if not b["cells"]:
         typer.echo("no cell finished")
