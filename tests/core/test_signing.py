@@ -105,6 +105,61 @@ def test_a_damaged_key_file_is_one_named_error(home, content):
         load_signing_key(home)
 
 
+def _write_key(home, data: bytes):
+    private, _ = signing_key_paths(home)
+    private.parent.mkdir(parents=True, exist_ok=True)
+    private.write_bytes(data)
+    private.chmod(0o600)
+    return private
+
+
+@pytest.mark.parametrize("seed", [bytes(32), bytes(range(32)), b"\xff" * 32, bytes(range(100, 132))])
+def test_the_key_file_reads_as_cryptography_reads_it(home, seed):
+    """The form generate_signing_key writes is read by hand (no import of cryptography's serialization); the key
+    is the one cryptography's own PEM reader finds, and other spellings of the same key take that reader."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Ed25519PrivateKey.from_private_bytes(seed)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    want = SigningKey.from_seed(seed)
+    theirs = serialization.load_pem_private_key(pem, password=None)
+    assert isinstance(theirs, Ed25519PrivateKey)
+    assert SigningKey(theirs).key_id == want.key_id
+    line = pem.split(b"\n")[1]  # the base64 body (one line of 64 characters)
+    for spelled in (
+        pem,
+        pem.replace(b"\n", b"\r\n"),  # CRLF
+        b"\n\n" + pem + b"\n\n",  # blank lines around it
+        pem.replace(line, line[:20] + b"\n" + line[20:]),  # the body on two lines
+    ):
+        _write_key(home, spelled)
+        got = load_signing_key(home)
+        assert got.key_id == want.key_id, spelled
+        assert got.sign(b"x") == want.sign(b"x")
+
+
+@pytest.mark.parametrize(
+    "der_hex",
+    [
+        "302e020101300506032b657004220420" + "11" * 32,  # version 1 (not 0)
+        "302e020100300506032b657104220420" + "11" * 32,  # id-Ed448's OID with a 32-byte key
+        "302f020100300506032b65700423042000" + "11" * 32,  # a 33-byte inner string
+        "302e020100300506032b657004220420" + "11" * 31,  # a byte short
+    ],
+)
+def test_a_key_file_that_is_almost_the_form_is_not_read_by_hand(home, der_hex):
+    """What differs from the exact form in any byte goes to cryptography's reader, which refuses these: one error
+    naming the file, never a key made of the wrong bytes."""
+    der = bytes.fromhex(der_hex)
+    pem = b"-----BEGIN PRIVATE KEY-----\n" + base64.b64encode(der) + b"\n-----END PRIVATE KEY-----\n"
+    private = _write_key(home, pem)
+    with pytest.raises(SigningError, match=str(private)):
+        load_signing_key(home)
+
+
 def test_missing_key_is_named(home):
     with pytest.raises(SigningError, match="evalkit keys generate"):
         load_signing_key(home)

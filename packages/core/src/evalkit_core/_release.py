@@ -93,7 +93,7 @@ RELEASES_ENV = "EVALKIT_RELEASES"
 def releases_dir() -> Path:
     """Where releases are found by name: ``$EVALKIT_RELEASES``, else ``releases/`` under ``$EVALKIT_HOME`` (itself
     ``.evalkit/`` in the working directory by default)."""
-    from evalkit_core.store._store import evalkit_home
+    from evalkit_core._home import evalkit_home
 
     configured = os.environ.get(RELEASES_ENV)
     return Path(configured) if configured else evalkit_home() / "releases"

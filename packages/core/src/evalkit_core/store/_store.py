@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, LiteralString, Protocol, Self, cast
 
 from evalkit_core._errors import EvalkitError
+from evalkit_core._home import HOME_ENV, evalkit_home
 from evalkit_core.store._migrations import MIGRATIONS
 from evalkit_core.store._owner import HEARTBEAT_SECONDS, this_process
 from evalkit_core.store._postgres import (
@@ -67,7 +68,6 @@ __all__ = [
     "utc_now",
 ]
 
-HOME_ENV = "EVALKIT_HOME"
 STORE_ENV = "EVALKIT_STORE"  # a postgresql:// URL (or a SQLite file path) overriding $EVALKIT_HOME's store
 STORE_FILE = "evalkit.sqlite3"
 SCHEMA_VERSION = MIGRATIONS[-1].version
@@ -204,12 +204,6 @@ def store_exists(home: str | Path | None = None) -> bool:
 def utc_now() -> str:
     """Now, UTC, fixed width (``2025-01-02T03:04:05.123456Z``), so text order is time order."""
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def evalkit_home(env: Mapping[str, str] | None = None) -> Path:
-    environ = os.environ if env is None else env
-    home = environ.get(HOME_ENV)
-    return Path(home) if home else Path.cwd() / ".evalkit"
 
 
 class Store:
