@@ -4,7 +4,8 @@
 and message) or the network target it was blocked from, all text the agent chose. Printed raw, an escape sequence
 in it moves the cursor and erases the lines above (the run's own ``valid=False`` line) and a carriage return or
 backspaces overwrite the line it is on: an agent could make a failed run look valid on the screen that launched it.
-Every character that is not printable is shown as ``?``; the receipt keeps the text as recorded.
+Every character that is not printable is shown as ``?``; the receipt keeps the text as recorded. The same holds for
+the one error line of an agent that cannot be loaded (what it raised while its module was imported is quoted in it).
 """
 
 from __future__ import annotations
@@ -132,3 +133,26 @@ def test_an_agent_cannot_write_control_sequences_to_the_run_s_terminal(
     assert any(
         "\x1b" in str(v) for e in recorded for v in e.values()
     )  # the receipt keeps what the agent sent
+
+
+@pytest.mark.slow
+def test_an_agent_that_fails_to_load_cannot_write_control_sequences_to_the_error_line(
+    small: dict[str, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "rt5_load_agent.py").write_text(
+        f"raise RuntimeError({FORGED!r})\ndef f(prompt, tools):\n    return []\n"
+    )
+    cfg = {"bundle_path": str(small["release"]), "forms": ["8-K"], "start": "2023-03-01", "end": "2023-03-03",
+           "arms": ["main"], "clocks": ["pit"], "probe_items": 0, "agent": "rt5_load_agent:f"}  # fmt: skip
+    (tmp_path / "run.json").write_text(json.dumps(cfg))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALKIT_")}
+    env.update({"EVALKIT_CACHE_DIR": str(small["cache"]), "EVALKIT_HOME": str(tmp_path / "home"),
+                "PYTHONPATH": str(tmp_path)})  # fmt: skip
+    res = subprocess.run([sys.executable, "-m", "evalkit_cli", "run", "--config", "run.json"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    for ch in CONTROLS:
+        assert ch not in res.stderr, (ch, res.stderr)
+    (line,) = res.stderr.splitlines()
+    assert line.startswith("error: agent ") and "cannot be loaded" in line and "valid=True" in line, line
+    assert line.isprintable(), repr(line)
