@@ -101,7 +101,12 @@ def _agent_write(fd: int, data: bytes) -> None:
 
 
 def _agent_send(msg: list[object]) -> None:
-    line = json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n"
+    text = json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        line = text.encode() + b"\n"
+    except UnicodeEncodeError:
+        # a lone surrogate (in what the agent raised, say): sent escaped, for the harness to judge
+        line = json.dumps(msg, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode() + b"\n"
     with _AGENT_PIPE:
         _agent_write(_AGENT_OUT, line)
 
@@ -185,7 +190,8 @@ def _agent_install_recorders(policy: str) -> None:
             intact = False
         if not intact:
             exit_now(_AGENT_EXIT_TAMPERED)
-        line = dumps(["egress", kind, target, call_site], ensure_ascii=False).encode() + b"\n"
+        # ASCII with escapes: total over any text (a lone surrogate in a target must not leave the attempt unsent)
+        line = dumps(["egress", kind, target, call_site], ensure_ascii=True).encode() + b"\n"
         try:
             with pipe:
                 while line:
