@@ -7,6 +7,10 @@ with a UnicodeEncodeError or ValueError the agent could catch, and nothing reach
 said ``valid=True`` with ``egress_attempts=0`` for an agent that tried to connect, where the same code under a plain
 file name invalidates the run (``agent blocked: create_connection to 10.0.0.1:80``).
 
+Neither can it by setting to None the harness's own globals the recorder uses to name the call site, or json's
+encoder: the attempt is then reported without the details it spoiled (the recorders remain Python in the agent's
+process, and docs/pit-harness.md's threat model says so; these no longer need ctypes).
+
 The same encoding made an agent that raised an exception holding a lone surrogate crash the harness's own loop in
 its process (recorded as ``AgentCrashed ... exited with code 0`` instead of what it raised), and a reply text
 holding one the same (instead of the harness's ``AgentProtocolError``: not Unicode text).
@@ -48,6 +52,25 @@ def _network_under(filename: str) -> Callable[[str, Any], Any]:
             ),
         )
         exec(code, {"R": caught})
+        return "caught " + " ".join(caught)
+
+    return agent
+
+
+def _network_after_patching(what: str) -> Callable[[str, Any], Any]:
+    def agent(prompt: str, tools: Any) -> Any:
+        import importlib
+        import json
+
+        if what == "guard":
+            guard = importlib.import_module("evalkit.pit._guard")
+            for name in ("_resolved", "_display_path", "Path"):
+                if hasattr(guard, name):
+                    setattr(guard, name, None)
+        else:
+            json._default_encoder = None  # type: ignore[attr-defined]
+        caught: list[str] = []
+        exec(compile(NETWORK, "agent_net.py", "exec"), {"R": caught})
         return "caught " + " ".join(caught)
 
     return agent
@@ -102,6 +125,17 @@ def test_a_network_attempt_is_recorded_whatever_the_code_s_file_name(
     (attempt, *_) = body["network"]["attempts"]
     assert attempt["kind"] in {"create_connection", "getaddrinfo", "connect", "socket"}
     assert attempt["call_site"] is not None and attempt["call_site"].endswith(":3")
+
+
+@pytest.mark.parametrize("what", ["guard", "json"])
+def test_a_network_attempt_is_recorded_after_the_agent_patched_what_the_recorder_uses(
+    release_dir: Path, tmp_path: Path, what: str
+) -> None:
+    """The harness's module globals the call site is made with, or json's encoder, set to None by the agent: the
+    attempt is still reported (without the details it spoiled)."""
+    body = _run(release_dir, tmp_path, _network_after_patching(what))
+    assert body["network"]["egress_attempts"] >= 1, body["network"]
+    assert body["valid"] is False
 
 
 def test_an_exception_holding_a_lone_surrogate_is_recorded_as_what_the_agent_raised(

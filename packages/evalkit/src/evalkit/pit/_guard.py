@@ -128,7 +128,11 @@ class NetworkGuard:
         return not self.attempts
 
     def _block(self, kind: str, target: str | None) -> BaseException:
-        attempt = EgressAttempt(kind=kind, target=target, call_site=_call_site())
+        try:
+            site = _call_site()
+        except Exception:  # a detail the agent can spoil (see _resolved): the attempt is recorded without it
+            site = None
+        attempt = EgressAttempt(kind=kind, target=target, call_site=site)
         self.attempts.append(attempt)
         if self._on_attempt is not None:
             self._on_attempt(attempt)
