@@ -1,20 +1,15 @@
-"""Round five, NOT FIXED: an agent can forge the cause the harness records for its cell's failure.
+"""Round five: an agent cannot forge the cause the harness records for its cell's failure.
 
 A cell's failure is one ``agent_error`` event (and the receipt's ``agent_errors`` entry): ``error_type`` and
 ``message``. The harness writes its own causes there (``TrajectoryLimit``, ``AgentTimeout``, ``AgentLimit``,
 ``AgentCrashed``, ``HarnessError: the harness failed on this agent's input: ...``), and it writes what the agent
-raised there too, under the name of the agent's exception class, which the agent chooses. An agent that raises
-``type("TrajectoryLimit", (Exception,), {})(<the harness's own message>)`` gets an entry identical, field for
+raised there too, under the name of the agent's exception class, which the agent chooses. An agent that raised
+``type("TrajectoryLimit", (Exception,), {})(<the harness's own message>)`` got an entry identical, field for
 field, to the one the harness writes when it really stops a cell at its trajectory bound; with ``HarnessError`` it
-can make its own failure read as a harness bug. Nothing in the trajectory, the receipt or ``evalkit run``'s FAILED
-line tells the two apart. (issue 29, item 2: evidence comes from records only the harness writes.)
-
-Suggested fix: record who raised it. The harness's causes and the agent's exceptions are already two code paths
-(``_RunState.contain``/``AgentProcess`` raising ``AgentError`` with a harness name, versus the agent process's
-``["error", type, message]``/``["load_error", ...]`` messages): give the event a field only the harness sets
-(e.g. ``"raised_by": "agent" | "harness"``, or put the agent's class name in ``agent_exception`` and keep
-``error_type`` to a closed set of harness causes such as ``AgentRaised``), carry it through the scorer's replay
-and the receipt schema, and print it on the FAILED line.
+could make its own failure read as a harness bug (issue 29, item 2: evidence comes from records only the harness
+writes). Each entry now says who named the cause, ``raised_by``: ``harness`` or ``agent``, set by the harness from
+the path the failure took (an agent process's ``error``/``load_error`` message, or the harness's own finding), and
+``evalkit run`` prints the two differently.
 """
 
 from __future__ import annotations
@@ -78,3 +73,11 @@ def test_an_agent_cannot_forge_the_harness_s_own_cause(release_dir: Path, tmp_pa
     assert real["error_type"] == "TrajectoryLimit"
     forged = _error(release_dir, tmp_path / "forged", _forging(real["error_type"], real["message"]))
     assert forged != real, "the agent's own exception is recorded exactly as the harness's trajectory bound"
+    assert (real["raised_by"], forged["raised_by"]) == ("harness", "agent")
+    # imported here: the agents above are imported from this module inside their jail, where the CLI is not
+    from evalkit_cli._pit import failures
+
+    (shown_real,) = failures({"agent_errors": [real], "network": {"attempts": []}})
+    (shown_forged,) = failures({"agent_errors": [forged], "network": {"attempts": []}})
+    assert ": stopped by the harness, TrajectoryLimit: " in shown_real
+    assert ": agent raised TrajectoryLimit: " in shown_forged

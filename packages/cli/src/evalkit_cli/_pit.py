@@ -41,7 +41,10 @@ def _cause(event: dict[str, Any]) -> str:
         return f"unknown model id {unknown.group(1)!r} (`evalkit models list` shows the ids)"
     if len(message) > 200:
         message = message[:200] + "..."
-    return f"agent raised {_shown(event.get('error_type', 'an error'))}: {message}"
+    error_type = _shown(event.get("error_type", "an error"))
+    if event.get("raised_by") == "harness":  # a cause the harness named (older receipts do not say)
+        return f"stopped by the harness, {error_type}: {message}"
+    return f"agent raised {error_type}: {message}"
 
 
 def failures(body: dict[str, Any]) -> list[str]:
