@@ -48,8 +48,8 @@ def test_agent_that_raises_is_recorded_and_the_run_is_invalid(synth_release_dir,
     assert body["invalidated_by"] == ["agent_error"]
     assert body["completed"] is False
     assert body["agent_errors"] == [
-        {"error_type": "ValueError", "message": "boom at the third bell", "arm": "main", "clock": "leaky",
-         "session_date": "2023-03-03"}
+        {"error_type": "ValueError", "message": "boom at the third bell", "raised_by": "agent", "arm": "main",
+         "clock": "leaky", "session_date": "2023-03-03"}
     ]
     # The trajectory is kept, with every event up to the error, and the receipt binds it.
     assert result.trajectory_path.is_file()

@@ -67,6 +67,16 @@ def _cancelled_error() -> type[BaseException]:
     return cast("type[BaseException]", asyncio.CancelledError) if asyncio is not None else KeyboardInterrupt
 
 
+def _printable(text: str) -> str:
+    """An error's text as the terminal may print it: each character that is not printable (an escape sequence's
+    ESC, a carriage return, a backspace, NUL, a bidi override) a ``?``; line breaks and tabs stay. An error can
+    quote text that is not ours (an agent's exception raised while it loaded, a file's bytes): it must not move the
+    cursor or rewrite what was printed before it."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in text)
+
+
 def _usage_line(exc: UsageError) -> str:
     where = exc.ctx.command_path if exc.ctx is not None else "evalkit"
     message = " ".join(exc.format_message().split())
@@ -79,7 +89,7 @@ def run_app(app: typer.Typer, prog_name: str) -> None:
     try:
         code = app(prog_name=prog_name, standalone_mode=False)
     except EvalkitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_printable(str(exc))}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
     except NoArgsIsHelpError:
         sys.exit(EXIT_USER_ERROR)  # a group called bare: typer has printed its help

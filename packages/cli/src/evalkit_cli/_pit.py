@@ -22,18 +22,29 @@ def _fmt_return(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:+.2f}%"
 
 
+def _shown(value: object) -> str:
+    """Text the agent chose (what it raised, a network target it named) as the terminal may print it: one line,
+    every character that is not printable (an escape sequence's ESC, a carriage return, a backspace, NUL) a ``?``,
+    so an agent's message cannot move the cursor, erase the table's lines above it or print lines of its own."""
+    return "".join(ch if ch.isprintable() else "?" for ch in " ".join(str(value).split()))
+
+
 def _cause(event: dict[str, Any]) -> str:
     """Why a cell failed, in a few words: an unknown model id, what the agent raised, what it was blocked from."""
     if event.get("type") == "egress_attempt":
-        where = f" (at {event['call_site']})" if event.get("call_site") else ""
-        return f"agent blocked: {event.get('kind', 'network')} to {event.get('target')}{where}"
-    message = " ".join(str(event.get("message", "")).split())
+        where = f" (at {_shown(event['call_site'])})" if event.get("call_site") else ""
+        kind, target = _shown(event.get("kind", "network")), _shown(event.get("target"))
+        return f"agent blocked: {kind} to {target}{where}"
+    message = _shown(event.get("message", ""))
     unknown = re.search(r"unknown model '([^']*)'", message)
     if unknown:
         return f"unknown model id {unknown.group(1)!r} (`evalkit models list` shows the ids)"
     if len(message) > 200:
         message = message[:200] + "..."
-    return f"agent raised {event.get('error_type', 'an error')}: {message}"
+    error_type = _shown(event.get("error_type", "an error"))
+    if event.get("raised_by") == "harness":  # a cause the harness named (older receipts do not say)
+        return f"stopped by the harness, {error_type}: {message}"
+    return f"agent raised {error_type}: {message}"
 
 
 def failures(body: dict[str, Any]) -> list[str]:

@@ -79,7 +79,11 @@ def _sortkey(value: object) -> str:
 
 
 def _json_script(element_id: str, data: object) -> str:
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+    # Every "<" written as its JSON escape: the data holds text a candidate wrote (its code), and inside a script
+    # element "</script" would end the element and "<!--<script>" would put the HTML tokenizer in the "double
+    # escaped" state, where the element's own closing tag no longer closes it and the page's scripts after it are
+    # swallowed (no chart drawn, no table sorted). JSON.parse reads the escape back as "<".
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 

@@ -101,7 +101,12 @@ def _agent_write(fd: int, data: bytes) -> None:
 
 
 def _agent_send(msg: list[object]) -> None:
-    line = json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n"
+    text = json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        line = text.encode() + b"\n"
+    except UnicodeEncodeError:
+        # a lone surrogate (in what the agent raised, say): sent escaped, for the harness to judge
+        line = json.dumps(msg, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode() + b"\n"
     with _AGENT_PIPE:
         _agent_write(_AGENT_OUT, line)
 
@@ -185,7 +190,11 @@ def _agent_install_recorders(policy: str) -> None:
             intact = False
         if not intact:
             exit_now(_AGENT_EXIT_TAMPERED)
-        line = dumps(["egress", kind, target, call_site], ensure_ascii=False).encode() + b"\n"
+        try:  # ASCII with escapes: total over any text (a lone surrogate in a target must not leave it unsent)
+            line = dumps(["egress", kind, target, call_site], ensure_ascii=True).encode() + b"\n"
+        except BaseException:
+            # json patched by the agent: the attempt is reported all the same, without details
+            line = b'["egress","socket",null,null]\n'
         try:
             with pipe:
                 while line:
@@ -221,27 +230,37 @@ def _agent_install_recorders(policy: str) -> None:
                 return False
         return False
 
+    def site() -> str | None:
+        try:
+            return call_site()
+        except BaseException:
+            # a detail the agent can spoil (its code's file name, harness globals it patched)
+            return None
+
     def hook(event: str, raw: tuple[object, ...]) -> None:
         args: list[object] = list(raw)
         if event == "ctypes.dlsym" and len(args) > 1 and args[1] in net_symbols:
-            report("ctypes_dlsym", str(args[1]), call_site())
+            report("ctypes_dlsym", str(args[1]), site())
             raise blocked(f"network access blocked inside the evalkit agent jail (ctypes {args[1]})")
         kind = audited.get(event) if event[:7] == "socket." else None
         if kind is None or local(event, args):
             return
-        if event == "socket.__new__":
-            family = args[1]
-            try:
-                target = "family=" + family_name(family).name  # type: ignore[arg-type]
-            except BaseException:
-                target = f"family={family}"
-        elif event == "socket.getaddrinfo":
-            target = f"{args[0]}:{args[1]}"
-        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
-            target = target_of(args[1] if len(args) > 1 else None)
-        else:
-            target = target_of(args[0] if args else None)
-        report(kind, target, call_site())
+        try:  # details only: whatever spoils them, the attempt is reported
+            if event == "socket.__new__":
+                family = args[1]
+                try:
+                    target = "family=" + family_name(family).name  # type: ignore[arg-type]
+                except BaseException:
+                    target = f"family={family}"
+            elif event == "socket.getaddrinfo":
+                target = f"{args[0]}:{args[1]}"
+            elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+                target = target_of(args[1] if len(args) > 1 else None)
+            else:
+                target = target_of(args[0] if args else None)
+        except BaseException:
+            target = None
+        report(kind, target, site())
         raise blocked(
             f"network access blocked inside the evalkit agent jail ({kind} {target or ''})".rstrip()
         )

@@ -67,11 +67,25 @@ class EgressAttempt:
 def _call_site() -> str | None:
     frame = sys._getframe(2)  # pyright: ignore[reportPrivateUsage] - the documented way to walk the stack cheaply
     while frame is not None:
-        filename = str(Path(frame.f_code.co_filename).resolve()) if not frame.f_code.co_filename.startswith("<") else frame.f_code.co_filename
+        filename = _resolved(frame.f_code.co_filename)
         if not filename.startswith(_HARNESS_DIRS) and "site-packages" not in filename:
             return f"{_display_path(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+def _resolved(name: str) -> str:
+    """A code object's file name, resolved, as the harness can always write it. The agent chooses it
+    (``compile(src, name, "exec")``): a lone surrogate or a NUL in it made resolving or writing the attempt raise,
+    so the attempt went unrecorded while the connection was refused. Surrogates are escaped (``\\udxxx``); a name
+    that cannot be resolved is kept as it is."""
+    name = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    if name.startswith("<"):
+        return name
+    try:
+        return str(Path(name).resolve())
+    except (OSError, ValueError, RuntimeError):
+        return name
 
 
 def _display_path(filename: str) -> str:
@@ -114,7 +128,11 @@ class NetworkGuard:
         return not self.attempts
 
     def _block(self, kind: str, target: str | None) -> BaseException:
-        attempt = EgressAttempt(kind=kind, target=target, call_site=_call_site())
+        try:
+            site = _call_site()
+        except Exception:  # a detail the agent can spoil (see _resolved): the attempt is recorded without it
+            site = None
+        attempt = EgressAttempt(kind=kind, target=target, call_site=site)
         self.attempts.append(attempt)
         if self._on_attempt is not None:
             self._on_attempt(attempt)

@@ -119,7 +119,7 @@ class AgentProcess:
             return
         self.close()
         if msg[0] == "load_error" and len(msg) == 3:
-            raise AgentError(_text(msg[1], 100) or "Error", _text(msg[2], 2000))
+            raise AgentError(_text(msg[1], 100) or "Error", _text(msg[2], 2000), raised_by="agent")
         raise AgentError("AgentProtocolError", "the agent process answered its load with something else")
 
     # -- pipes ---------------------------------------------------------------------------------------------------
@@ -324,7 +324,7 @@ class AgentProcess:
                 # picks that are not row_keys (strings) are the runner's to refuse, as unknown keys
                 return AgentReply(picks=tuple(cast("list[str]", msg[1])), text=text)
             elif kind == "error" and len(msg) == 3:
-                raise AgentError(_text(msg[1], 100) or "Error", _text(msg[2], 2000))
+                raise AgentError(_text(msg[1], 100) or "Error", _text(msg[2], 2000), raised_by="agent")
             else:
                 raise self._protocol(f"a message the protocol does not know ({_text(kind, 40)!r})")
 

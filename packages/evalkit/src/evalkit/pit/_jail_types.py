@@ -100,10 +100,13 @@ class AgentWall:
 class AgentError(Exception):
     """The agent failed a session (raised, returned garbage, hung, died, broke the protocol); the cause is kept."""
 
-    def __init__(self, error_type: str, message: str) -> None:
+    def __init__(self, error_type: str, message: str, *, raised_by: str = "harness") -> None:
         super().__init__(f"{error_type}: {message}")
         self.error_type = error_type
         self.message = message
+        # "agent" when error_type is the name of an exception class the agent raised (its choice, so it may read
+        # like a cause of the harness's); "harness" when the harness named the cause itself
+        self.raised_by = raised_by
 
 
 class EgressStop(Exception):  # noqa: N818 - control flow: the run must stop at this attempt

@@ -367,7 +367,7 @@ class _RunState:
             self.stopped = True
             raise _Stop("network_egress_attempt") from None
         except AgentError as exc:
-            self._record_failure(exc.error_type, exc.message)
+            self._record_failure(exc.error_type, exc.message, exc.raised_by)
             raise _Stop("agent_error") from None
         if self.egress and self.config.network_policy == "abort":
             self.stopped = True
@@ -384,14 +384,17 @@ class _RunState:
                 raise CellFailure("AgentProtocolError", "the reply's text holds a lone surrogate (it is not Unicode text)")
         return reply
 
-    def _record_failure(self, error_type: str, message: str) -> None:
+    def _record_failure(self, error_type: str, message: str, raised_by: str = "harness") -> None:
         """The current cell (or probe item) failed: one bounded ``agent_error`` event, written even past the
-        trajectory's bound; the run stops there and is invalid."""
+        trajectory's bound; the run stops there and is invalid. ``raised_by`` says who named the cause: the harness
+        (its own causes), or the agent (``error_type`` is then the class name of what it raised, which it chooses
+        and may make read like one of the harness's)."""
         self.stopped = True
         event = {
             "type": "agent_error",
             "error_type": safe_text(error_type, 100) or "Error",
             "message": safe_text(message, ERROR_CHARS),
+            "raised_by": "agent" if raised_by == "agent" else "harness",
             **self.where,
         }
         self.traj.emit_final(event)
