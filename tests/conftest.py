@@ -54,6 +54,13 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
+# The suite starts some hundreds of Python subprocesses (the CLI, jailed agents, verify workers). Where the caller's
+# environment says PYTHONDONTWRITEBYTECODE (some CI images and containers do), every one of them would compile
+# pandas, polars' wrappers and evalkit from source again: about 3 s more per `evalkit run`, twice the README's
+# test command in all. The subprocesses cache bytecode as on an ordinary machine instead; this process keeps the
+# caller's setting (sys.dont_write_bytecode is read at start), and a read-only tree simply gets no cache.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 # --- what the machine gives -------------------------------------------------------------------------------
 
