@@ -69,7 +69,7 @@ def _suite(tmp_path: Path) -> Path:
 
 def _run(where: Path, *args: str, **env: str) -> tuple[int, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("EVALKIT_TEST_", "EVALKIT_REQUIRE", "EVALKIT_WALL"))}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:randomly", *args], cwd=where,
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:randomly", "-n", "0", *args], cwd=where,
                           env=clean | env, capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
     return proc.returncode, proc.stdout + proc.stderr
 
