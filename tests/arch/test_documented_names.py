@@ -43,7 +43,9 @@ def _public_modules() -> list[str]:
             parts = list(path.relative_to(src).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            if not any(p.startswith("_") for p in parts):
+            # A part that is no identifier is data, not a module: the seed bank's reference solutions
+            # (evalkit/seed/tasks/code/median/001/reference.py) would import, and run, under such a name.
+            if all(p.isidentifier() and not p.startswith("_") for p in parts):
                 out.append(".".join(parts))
     return out
 

@@ -106,10 +106,6 @@ def test_every_command_with_json_is_run_here_or_says_why_not():
 @pytest.fixture(scope="module")
 def place(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("json")
-    mp = pytest.MonkeyPatch()
-    mp.chdir(work)
-    mp.setenv("EVALKIT_HOME", str(work))
-    mp.setenv("XDG_CACHE_HOME", str(work / "cache"))
     (work / "c").mkdir()
     bank = work / "c" / "bank"
     for task_id in CAMPAIGN_IDS:
@@ -117,13 +113,20 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         dst = bank / task_id
         dst.mkdir(parents=True)
         for f in src.iterdir():
-            (dst / f.name).write_bytes(f.read_bytes())
+            if f.is_file():  # a task is its files (a __pycache__ some import left beside them is not)
+                (dst / f.name).write_bytes(f.read_bytes())
     (work / "c" / "campaign.toml").write_text(
         'name = "c"\nmodels = ["sim/weak", "sim/strong"]\nk = 2\ntemperature = 0.0\nconcurrency = 2\n'
         f'cpu_seconds = 1.0\n\n[tasks]\ndir = "bank"\nids = {json.dumps(list(CAMPAIGN_IDS))}\n'
     )
-    yield work
-    mp.undo()
+    mp = pytest.MonkeyPatch()  # only once the place is made: a failure above leaves the process as it was
+    mp.chdir(work)
+    mp.setenv("EVALKIT_HOME", str(work))
+    mp.setenv("XDG_CACHE_HOME", str(work / "cache"))
+    try:
+        yield work
+    finally:
+        mp.undo()
 
 
 @pytest.mark.parametrize(
