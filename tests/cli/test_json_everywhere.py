@@ -11,6 +11,7 @@ Runs in-process through the real entry point, in one directory with ``$EVALKIT_H
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -108,13 +109,8 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("json")
     (work / "c").mkdir()
     bank = work / "c" / "bank"
-    for task_id in CAMPAIGN_IDS:
-        src = SEED_BANK / task_id
-        dst = bank / task_id
-        dst.mkdir(parents=True)
-        for f in src.iterdir():
-            if f.is_file():  # a task is its files (a __pycache__ some import left beside them is not)
-                (dst / f.name).write_bytes(f.read_bytes())
+    for task_id in CAMPAIGN_IDS:  # a task is its files, not a __pycache__ some import left beside them
+        shutil.copytree(SEED_BANK / task_id, bank / task_id, ignore=shutil.ignore_patterns("__pycache__"))
     (work / "c" / "campaign.toml").write_text(
         'name = "c"\nmodels = ["sim/weak", "sim/strong"]\nk = 2\ntemperature = 0.0\nconcurrency = 2\n'
         f'cpu_seconds = 1.0\n\n[tasks]\ndir = "bank"\nids = {json.dumps(list(CAMPAIGN_IDS))}\n'

@@ -102,9 +102,12 @@ RACER = textwrap.dedent(
 
     home, tag, registry = sys.argv[1], sys.argv[2], sys.argv[3]
     other = {"a": "b", "b": "a"}[tag]
+    base = pathlib.Path(home)
+    both_started = False
     ref = "def clamp(x, lo, hi):\\n    if x < lo:\\n        return lo\\n    return min(x, hi)\\n"
 
     async def worker(client, w, out):
+        global both_started
         i = 0
         while True:
             i += 1
@@ -119,14 +122,15 @@ RACER = textwrap.dedent(
             # a second barrier: neither racer spends past its first call until the other has made one, so the
             # race for the rest of the cap is between two processes that both really started (a racer that
             # imported slower once found the cap spent before its first call)
-            (pathlib.Path(home) / f"first-{tag}").touch()
-            while not (pathlib.Path(home) / f"first-{other}").exists():
-                await asyncio.sleep(0.005)
+            if not both_started:
+                (base / f"first-{tag}").touch()
+                while not (base / f"first-{other}").exists():
+                    await asyncio.sleep(0.005)
+                both_started = True
 
     async def main():
         out = {"ok": 0, "refused": 0, "cost": []}
         async with ModelClient(home=home, env={}, registry_paths=[registry]) as client:
-            base = pathlib.Path(home)
             (base / f"ready-{tag}").touch()
             while not (base / "go").exists():  # start together
                 time.sleep(0.005)
