@@ -9,7 +9,8 @@ harness, 4 to the harness. Messages:
 harness to agent (length-prefixed ``marshal``: the harness is trusted, and it is faster than JSON)
     ``["load", recipe, options]`` once (how to build the agent, see :mod:`evalkit.pit._recipe`; the network
     policy); then per session ``["session", prompt, context]``; and the answers to the agent's requests:
-    ``["result", value]``, ``["completion", json]``, ``["raised", type, message]``.
+    ``["result", value]`` (or ``["result", value, field, text]``: the answer's ``field``, its rows, as canonical
+    JSON text), ``["completion", json]``, ``["raised", type, message]``.
 agent to harness (one JSON message a line: the harness reads it as untrusted input, with caps)
     ``["ready"]`` or ``["load_error", type, message]``; during a session ``["tool", name, args]``,
     ``["complete", model_id, request]``, ``["egress", kind, target, call_site]``; and to end it
@@ -404,7 +405,10 @@ class AgentTools:
 
     def _tool(self, name: str, args: dict[str, object]) -> dict[str, object]:
         reply = self._ask(["tool", name, args])
-        return reply[1]  # type: ignore[return-value]
+        result: dict[str, object] = reply[1]  # type: ignore[assignment]
+        if len(reply) == 4:  # the rows as the canonical JSON the trajectory records: the same rows, decoded here
+            result[str(reply[2])] = json.loads(str(reply[3]))
+        return result
 
     def pit_list(self, limit: int = 20, offset: int = 0, form: str | None = None) -> dict[str, object]:
         return self._tool("pit_list", {"limit": limit, "offset": offset, "form": form})

@@ -303,7 +303,7 @@ class AgentProcess:
                     f"the agent made more than {self.limits.session_requests} requests in one session (killed)",
                 )
             if kind == "tool" and len(msg) == 3 and isinstance(msg[1], str) and isinstance(msg[2], dict):
-                self._send(["result", toolbox.call(msg[1], cast("dict[str, Any]", msg[2]))])
+                self._send(_result_message(toolbox, toolbox.call(msg[1], cast("dict[str, Any]", msg[2]))))
                 if after_answer is not None:
                     self._write_some()
                     after_answer()
@@ -364,6 +364,16 @@ class AgentProcess:
             self._spawned = None
         for fd in list(self._fds):
             self._close(fd)
+
+
+def _result_message(toolbox: Toolbox, result: dict[str, Any]) -> list[Any]:
+    """A tool answer for the agent: ``["result", value]``, or, when the toolbox left its rows as text
+    (:attr:`Toolbox.unrendered`), ``["result", value less those rows, field, their canonical JSON]``: the agent's
+    process decodes the rows from the very text the trajectory records."""
+    field = toolbox.unrendered
+    if field is None or toolbox.rows_json is None:
+        return ["result", result]
+    return ["result", {k: v for k, v in result.items() if k != field}, field, toolbox.rows_json]
 
 
 def _attempt(msg: list[Any]) -> EgressAttempt:

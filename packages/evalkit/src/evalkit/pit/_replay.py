@@ -19,11 +19,11 @@ from typing import Any, cast
 import attrs
 
 from evalkit.pit._config import RunConfig
+from evalkit.pit._entries import entries_of, key_index
 from evalkit.pit._probe import choose_items, probe_prompt
 from evalkit.pit._runner import (
     cell_sessions,
     cell_start_event,
-    entries_of,
     probe_clock,
     probe_view,
     result_json,
@@ -163,6 +163,7 @@ def _walk_run(walk: Walk, release: Release, window: tuple[dt.date, dt.date], ser
     indices = walk_head(walk, release, window)
     sessions = walk.calendar.between(*window)
     tables: dict[tuple[bool, Clock], Mapping[str, int]] = {}
+    indexes: dict[bool, dict[str, int]] = {}  # one index of the keys for each side's clocks
     arms = [a for a in ARMS if a in walk.config.arms]
     for view in cell_views(release, arms, walk.config.clocks, walk.calendar, served):
         if walk.stopped:
@@ -170,7 +171,10 @@ def _walk_run(walk: Walk, release: Release, window: tuple[dt.date, dt.date], ser
         decoyed = served is not None and view.arm == "shifted"
         if (decoyed, view.clock) not in tables:
             main = served.main if served is not None and decoyed else release.arm("main")
-            tables[decoyed, view.clock] = entries_of(main, view.clock, walk.calendar)
+            index = indexes.get(decoyed)
+            if index is None:
+                index = indexes[decoyed] = key_index(main)
+            tables[decoyed, view.clock] = entries_of(main, view.clock, walk.calendar, index)
         walk_cell(walk, view, cell_sessions(view, sessions, indices, served)[1], tables[decoyed, view.clock])
     walk_tail(walk, release, indices, served)
 
@@ -236,7 +240,9 @@ def _serve(walk: Walk) -> Any:
 
 def _walk_session(walk: Walk, view: CellView, s_idx: int, entries: Mapping[str, int]) -> None:
     sink: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-    toolbox = Toolbox(view, s_idx, _recorder(sink), _serve(walk) if view.arm == "shifted" else None, None)
+    toolbox = Toolbox(
+        view, s_idx, _recorder(sink), _serve(walk) if view.arm == "shifted" else None, None, render_rows=False
+    )
     where = {"arm": view.arm, "clock": str(view.clock), "session_date": toolbox.session_date}
     walk.take("agent_call", {**where, "prompt": session_prompt(toolbox, walk.config.hold_sessions)})
     if _walk_call(walk, toolbox, sink, where):
@@ -353,7 +359,7 @@ def _check_decision(walk: Walk, entries: Mapping[str, int], s_idx: int, decision
 
 def _walk_probe_item(walk: Walk, view: CellView, last: int, n: int, key: str) -> None:
     sink: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-    toolbox = Toolbox(view, last, _recorder(sink), None, None)
+    toolbox = Toolbox(view, last, _recorder(sink), None, None, render_rows=False)
     where = {
         "arm": "shifted",
         "clock": str(view.clock),

@@ -13,17 +13,16 @@ import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import attrs
-import polars as pl
 
 from evalkit.pit._agents import Agent, AgentReply, AgentSpecError, host_models
 from evalkit.pit._bindings import agent_code, environment, harness_block
 from evalkit.pit._bounds import ERROR_CHARS, RunBounds, harness_failure, safe_text
 from evalkit.pit._config import RunConfig
 from evalkit.pit._decide import decide
+from evalkit.pit._entries import entries_of, entry_table, key_index
 from evalkit.pit._gateway import Gateway
 from evalkit.pit._guard import EgressAttempt
 from evalkit.pit._jail import AgentError, AgentJail, AgentJailError, AgentLimits, AgentProcess, EgressStop
@@ -50,7 +49,6 @@ from evalkit_core import (
     ensure_signing_key,
     make_receipt,
     nyse,
-    with_entry,
     write_receipt,
 )
 from evalkit_core.models import Completion, Request
@@ -316,9 +314,11 @@ class _RunState:
         self.toolbox: Toolbox | None = None  # the session's (or probe item's) toolbox: its calls are recorded
         answers = AnswerKey(release.answer_key)
         self.answers = answers
-        self._entries: dict[Clock, Mapping[str, int]] = {Clock(c): entry_table(release, Clock(c), calendar) for c in config.clocks}
-        self._served_entries: dict[Clock, Mapping[str, int]] = {
-            Clock(c): entries_of(served.main, Clock(c), calendar) for c in config.clocks if served is not None
+        index = key_index(release.arm("main"))  # shared by the clocks' tables
+        self._entries = {Clock(c): entry_table(release, Clock(c), calendar, index) for c in config.clocks}
+        served_index = key_index(served.main) if served is not None else {}
+        self._served_entries = {
+            Clock(c): entries_of(served.main, Clock(c), calendar, served_index) for c in config.clocks if served is not None
         }
         self.probe_clock = probe_clock(config)
         self.gateway = Gateway(host_models(agent))
@@ -456,6 +456,9 @@ class _RunState:
             finally:
                 done += len(self.sessions) + (hidden if view.arm == "shifted" else 0)
                 self.end_process()
+                self.toolbox = None
+            # the next view is built while this one is unreferenced: a cell's memory is one view, not two
+            del view
 
     def _run_cell(self, view: CellView, progress: Callable[[str, int, int], None] | None, done: int, total: int) -> None:
         arm, clock = view.arm, str(view.clock)
@@ -467,7 +470,7 @@ class _RunState:
             shown_date = (view.shift.session_date(session.date) if view.shift is not None else session.date).isoformat()
             self.where = {"arm": arm, "clock": clock, "session_date": shown_date}
             served = self._serve_shifted if arm == "shifted" else None
-            toolbox = self.toolbox = Toolbox(view, s_idx, self.record, served, self.model_call)
+            toolbox = self.toolbox = Toolbox(view, s_idx, self.record, served, self.model_call, render_rows=False)
             prompt = session_prompt(toolbox, self.config.hold_sessions)
             self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
             reply = self._call_agent(prompt, toolbox)
@@ -519,7 +522,7 @@ class _RunState:
                 break
 
     def _probe_item(self, view: CellView, last: int, n: int, key: str, row: Mapping[str, Any]) -> None:
-        toolbox = self.toolbox = Toolbox(view, last, self.record, None, self.model_call)
+        toolbox = self.toolbox = Toolbox(view, last, self.record, None, self.model_call, render_rows=False)
         prompt = probe_prompt(dict(row))
         self.traj.emit({"type": "agent_call", **self.where, "prompt": prompt})
         reply = self._call_agent(prompt, toolbox)
@@ -527,21 +530,6 @@ class _RunState:
         # The whole answer goes in the trajectory (the body repeats its first characters): what was scored is
         # what a replay scores.
         self.traj.emit({"type": "probe_item", "item": n, "row_key": key, "answer": text, **score_answer(text, self.answers[key])})
-
-
-def entry_table(release: Release, clock: Clock, calendar: Calendar) -> Mapping[str, int]:
-    """row_key -> entry session index under ``clock``, from the release's main arm: what the harness decides picks
-    with (the runner, before any agent is called; verify, from the release it reads)."""
-    return entries_of(release.arm("main"), clock, calendar)
-
-
-def entries_of(main: pl.DataFrame, clock: Clock, calendar: Calendar) -> Mapping[str, int]:
-    """:func:`entry_table` of main-side rows (a served shifted arm's include its decoys')."""
-    main_rows = main.select("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
-    table = with_entry(main_rows, clock, calendar)
-    return MappingProxyType(
-        dict(zip(table.get_column("row_key").to_list(), table.get_column("entry_index").to_list(), strict=True))
-    )
 
 
 def served_for(

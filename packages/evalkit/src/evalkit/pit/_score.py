@@ -16,7 +16,7 @@ from the calendar, the answer key and the prices.
 from __future__ import annotations
 
 import datetime as dt
-import statistics
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, cast
@@ -169,7 +169,17 @@ class _Cell:
     fallback_rows: int
     agent_calls: int = 0
     decisions: int = 0
-    trades: list[tuple[str, int]] = attrs.field(factory=list[tuple[str, int]])
+    trades: int = 0
+    # the cell's trades tallied as they are decided (a cell holds counts, never its trades): the exact sum of
+    # the scored trades' returns (as partials, see _exact_add), how many there are, the unpriced, look-ahead and
+    # per-form counts
+    partials: list[float] = attrs.field(factory=list[float])
+    specials: list[float] = attrs.field(factory=list[float])
+    scored: int = 0
+    unpriced: int = 0
+    lookahead: int = 0
+    lookahead_known: int = 0
+    by_form: dict[str, int] = attrs.field(factory=dict[str, int])
     rejected: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(REJECT_REASONS, 0))
     # a served shifted cell's picks of decoys or at hidden sessions (never traded); None for any other cell
     decoy_picks: int | None = None
@@ -195,7 +205,6 @@ class Scorer:
         self._spend = Decimal(0)
         self._models: set[str] = set()
         self._fallback: dict[str, int] = {}
-        self._tallies: dict[tuple[int, int], tuple[list[float], int, int, int, dict[str, int]]] = {}
         answers = inputs.answers
         self._facts: dict[str, tuple[str, int | None, Any]] = answers.facts() if isinstance(answers, AnswerKey) else {}
 
@@ -228,7 +237,7 @@ class Scorer:
                 apart = [k for k in picks if k in served.decoys or index not in served.window]
                 cell.decoy_picks += len(apart)
                 picks = [k for k in picks if k not in served.decoys and index in served.window]
-            cell.trades.extend((k, index) for k in picks)
+            self._tally(cell, picks, index)
             for r in cast("list[Mapping[str, Any]]", event.get("rejected") or []):
                 reason = str(r.get("reason"))
                 cell.rejected[reason] = cell.rejected.get(reason, 0) + 1
@@ -297,13 +306,10 @@ class Scorer:
         )
 
     def _score_cell(self, cell: _Cell) -> dict[str, Any]:
-        key = (id(cell), len(cell.trades))
-        tally = self._tallies.get(key)
-        if tally is None:  # a cell's trades are final once the next cell starts: the run scores them once
-            tally = self._tallies[key] = self._tally(cell)
-        returns, unpriced, lookahead, lookahead_known, by_form = tally
         opens = self._in.opens
         apart = {"decoy_picks": cell.decoy_picks} if cell.decoy_picks is not None else {}
+        # fsum of the partials is the correctly rounded sum of every return: fmean's own sum, to the bit
+        mean = round(math.fsum([*cell.partials, *cell.specials]) / cell.scored, 6) if cell.scored else None
         return {
             **apart,
             "arm": cell.arm,
@@ -311,48 +317,54 @@ class Scorer:
             "reachable": Clock(cell.clock).reachable,
             "sessions": len(self._in.indices(cell.arm)),
             "agent_calls": cell.agent_calls,
-            "trades": len(cell.trades),
-            "scored_trades": len(returns),
-            "unpriced_trades": unpriced if opens is not None else len(cell.trades),
-            "total_return": round(statistics.fmean(returns), 6) if returns else None,
-            "lookahead_trades": lookahead,
-            "lookahead_checked": lookahead_known,
+            "trades": cell.trades,
+            "scored_trades": cell.scored,
+            "unpriced_trades": cell.unpriced if opens is not None else cell.trades,
+            "total_return": mean,
+            "lookahead_trades": cell.lookahead,
+            "lookahead_checked": cell.lookahead_known,
             "rejected_picks": dict(cell.rejected),
-            "trades_by_form": dict(sorted(by_form.items())),
+            "trades_by_form": dict(sorted(cell.by_form.items())),
             "rows_in_cell": cell.rows,
             "pit_fallback_rows": cell.fallback_rows if cell.clock == "pit" else 0,
         }
 
-    def _tally(self, cell: _Cell) -> tuple[list[float], int, int, int, dict[str, int]]:
-        """The returns, unpriced, look-ahead and per-form counts of a cell's trades."""
+    def _tally(self, cell: _Cell, picks: Sequence[str], entry_index: int) -> None:
+        """Add one decision's trades (all entered at the session ``entry_index``) to the cell's counts: its
+        returns, unpriced, look-ahead and per-form counts."""
         cfg, calendar, opens = self._in.config, self._in.calendar, self._in.opens
         sessions = calendar.all
-        opens_us = calendar.opens_us()
+        opened = calendar.opens_us()[entry_index]
         facts, fact = self._facts, self._fact
-        returns: list[float] = []
-        unpriced = 0
-        lookahead = lookahead_known = 0
-        by_form: dict[str, int] = {}
-        for row_key, entry_index in cell.trades:
+        by_form = cell.by_form
+        exit_index = entry_index + cfg.hold_sessions
+        priced = opens is not None and exit_index < len(sessions)
+        day_in = sessions[entry_index].date
+        day_out = sessions[exit_index].date if priced else day_in
+        cell.trades += len(picks)
+        for row_key in picks:
             form, accepted, ticker = facts.get(row_key) or fact(row_key)
             by_form[form] = by_form.get(form, 0) + 1
             if accepted is not None:
-                lookahead_known += 1
-                if opens_us[entry_index] < accepted:  # the pick's bell came before the filing was accepted
-                    lookahead += 1
+                cell.lookahead_known += 1
+                if opened < accepted:  # the pick's bell came before the filing was accepted
+                    cell.lookahead += 1
             if opens is None:
                 continue
-            exit_index = entry_index + cfg.hold_sessions
-            if not ticker or exit_index >= len(sessions):
-                unpriced += 1
+            if not ticker or not priced:
+                cell.unpriced += 1
                 continue
-            p_in = opens.get((ticker, sessions[entry_index].date))
-            p_out = opens.get((ticker, sessions[exit_index].date))
+            p_in = opens.get((ticker, day_in))
+            p_out = opens.get((ticker, day_out))
             if p_in is None or p_out is None:
-                unpriced += 1
+                cell.unpriced += 1
                 continue
-            returns.append(p_out / p_in - 1.0)
-        return returns, unpriced, lookahead, lookahead_known, by_form
+            r = p_out / p_in - 1.0
+            if math.isfinite(r):
+                _exact_add(cell.partials, r)
+            else:  # kept apart (fsum of them with the partials gives what fsum of every return gives)
+                cell.specials.append(r)
+            cell.scored += 1
 
     def _fact(self, row_key: str) -> tuple[str, int | None, Any]:
         """What scoring a trade of ``row_key`` reads from the answer key: its form, its ``acceptance_at`` in
@@ -399,6 +411,22 @@ class Scorer:
                 else "the run stopped before the first probe answer"
             )
         return probe
+
+
+def _exact_add(partials: list[float], x: float) -> None:
+    """Add the finite ``x`` to ``partials``, non-overlapping floats whose sum is exactly the sum of everything added
+    so far (Shewchuk's algorithm, the one ``math.fsum`` runs): ``math.fsum(partials)`` is then the correctly rounded
+    sum of every ``x``, as ``math.fsum`` of them all gives, in memory that does not grow with their number."""
+    i = 0
+    for p in partials:
+        big, small = (p, x) if abs(x) < abs(p) else (x, p)
+        hi = big + small
+        lo = small - (hi - big)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
 
 
 def score_events(events: Iterable[Mapping[str, Any]], inputs: ScoreInputs) -> RunScore:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,7 +36,7 @@ from evalkit_core.models import Completion, Request
 if TYPE_CHECKING:
     from evalkit.pit._serving import ServedMask
 
-__all__ = ["TOOL_NAMES", "ArmRows", "CellView", "Toolbox", "cell_views", "clock_order", "tool_specs"]
+__all__ = ["TOOL_NAMES", "ArmRows", "CellView", "Toolbox", "Unrendered", "cell_views", "clock_order", "tool_specs"]
 
 _DISPLAY_ORDER = (
     "row_key", "form", "title", "issuer", "cik", "partition_date", "published_at", "acceptance_at",
@@ -106,6 +107,7 @@ def cell_views(
             )
             first.setdefault(clock, view.lookups)
             yield view
+            del view  # this generator holds no view while it builds the next
 
 
 class ArmRows:
@@ -216,17 +218,25 @@ def _row_texts(
 
 class _Lookups:
     """A cell's rows in its clock's order, as lookups: row_keys, forms, entry session indices, each key's position,
-    and each form's positions and their entry sessions. The same for every arm under one clock."""
+    and each form's positions and their entry sessions. The same for every arm under one clock. The numbers are
+    kept as arrays of machine integers (not lists of Python ints), the forms as a polars column."""
 
-    def __init__(self, row_keys: list[str], forms: list[str], entry_index: list[int]) -> None:
+    def __init__(self, row_keys: list[str], forms: pl.Series, entry_index: pl.Series) -> None:
         self.row_keys = row_keys
         self.forms = forms
-        self.entry_index = entry_index
+        self.entry_index = array("i", entry_index.to_list())
         self.position: dict[str, int] = {k: i for i, k in enumerate(row_keys)}
-        self.by_form: dict[str, list[int]] = {}
-        for i, f in enumerate(forms):
-            self.by_form.setdefault(f, []).append(i)
-        self.by_form_entry: dict[str, list[int]] = {f: [entry_index[i] for i in idx] for f, idx in self.by_form.items()}
+        groups = (
+            pl.DataFrame({"form": forms, "entry": entry_index})
+            .with_row_index("i")
+            .group_by("form", maintain_order=True)
+            .agg(pl.col("i"), pl.col("entry"))
+        )
+        self.by_form: dict[str, array[int]] = {}
+        self.by_form_entry: dict[str, array[int]] = {}
+        for form, idx, entries in groups.iter_rows():
+            self.by_form[form] = array("i", idx)
+            self.by_form_entry[form] = array("i", entries)
 
 
 class CellView:
@@ -270,13 +280,14 @@ class CellView:
         self.rows = rows if rows is not None else ArmRows(arm_frame)
         self._arm_pos: list[int] = ordered.get_column(_ARM_POS).to_list()
         self.row_keys: list[str] = ordered.get_column("row_key").to_list()
-        forms: list[str] = ordered.get_column("form").to_list()
-        if like is not None and like.row_keys == self.row_keys and like.forms == forms:
+        forms = ordered.get_column("form")
+        if like is not None and like.row_keys == self.row_keys and like.forms.equals(forms):
             # the same rows in the same order (every arm of a release has the same row_keys and forms): the same
             # lookups, built once per clock instead of once per cell
             self.lookups = like
+            self.row_keys = like.row_keys
         else:
-            self.lookups = _Lookups(self.row_keys, forms, ordered.get_column("entry_index").to_list())
+            self.lookups = _Lookups(self.row_keys, forms, ordered.get_column("entry_index"))
         self.entry_index = self.lookups.entry_index
         self.position = self.lookups.position
         self.by_form = self.lookups.by_form
@@ -372,12 +383,23 @@ class CellView:
         return self._haystack
 
 
+class Unrendered(list[dict[str, Any]]):
+    """An answer's rows as each row's ``row_key`` alone (``{"row_key": key}``): enough to count and key what was
+    served; the rows themselves are the toolbox's :attr:`Toolbox.rows_json`."""
+
+
 class Toolbox:
     """The tools bound to one session of one cell. Each call is recorded through ``record``.
 
     While ``record`` runs, :attr:`rows_json` is the canonical JSON text of the answer's ``rows`` (``pit_list``,
     ``pit_search``) or ``row`` (``pit_read``), joined from the view's pre-encoded rows, or None for an answer with
-    neither: a recorder can write the answer's line without encoding its rows again."""
+    neither: a recorder can write the answer's line without encoding its rows again.
+
+    With ``render_rows`` False (the runner's and verify's toolboxes, whose answers travel and are checked as
+    text), a ``pit_list`` or ``pit_search`` answer's ``rows`` is an :class:`Unrendered` list (each row as its
+    ``row_key`` alone) and :attr:`unrendered` names that field: the rows exist only as :attr:`rows_json`, and
+    whoever passes the answer on sends that text (the agent's process decodes it into the same rows). No row is
+    built as a Python dict on the harness's side, which is most of a large run's time and memory."""
 
     def __init__(
         self,
@@ -386,8 +408,12 @@ class Toolbox:
         record: Callable[[str, dict[str, Any], dict[str, Any]], None],
         served: Callable[[Sequence[str]], None] | None = None,
         models: Callable[[str, Request], Completion] | None = None,
+        *,
+        render_rows: bool = True,
     ) -> None:
         self._view = view
+        self._render_rows = render_rows
+        self.unrendered: str | None = None
         self._index = session_index
         self._session = view.calendar.all[session_index]
         self._visible = view.visible_count(session_index)
@@ -418,6 +444,7 @@ class Toolbox:
         rows_json: str | None = None,
     ) -> dict[str, Any]:
         self.rows_json = rows_json
+        self.unrendered = "rows" if isinstance(result.get("rows"), Unrendered) else None
         self._record(tool, args, result)
         if keys and self._served is not None:
             self._served(keys)
@@ -479,10 +506,10 @@ class Toolbox:
             idx = view.by_form.get(str(form), [])
             total = bisect.bisect_right(view.by_form_entry.get(str(form), []), self._index)
             positions = [idx[j] for j in range(total - 1 - off, max(total - 1 - off - lim, -1), -1)]
-        rows = [view.render(i) for i in positions]
-        result = self._envelope(status="ok", total=total, offset=off, rows=rows)
+        keys = [view.row_keys[i] for i in positions]
+        result = self._envelope(status="ok", total=total, offset=off, rows=self._rows(positions, keys))
         text = "[" + ",".join([view.render_json(i) for i in positions]) + "]"
-        return result, [r["row_key"] for r in rows], text
+        return result, keys, text
 
     def _search(self, query: str, lim: int) -> tuple[dict[str, Any], list[str], str]:
         hay = self._view.haystack().head(self._visible)
@@ -490,10 +517,16 @@ class Toolbox:
         # stays far below its size limit
         hits = hay.str.contains(query.strip().lower(), literal=True).arg_true().to_list()
         chosen: list[int] = hits[::-1][:lim]
-        rows = [self._view.render(i) for i in chosen]
-        result = self._envelope(status="ok", query=query, total=len(hits), rows=rows)
+        keys = [self._view.row_keys[i] for i in chosen]
+        result = self._envelope(status="ok", query=query, total=len(hits), rows=self._rows(chosen, keys))
         text = "[" + ",".join([self._view.render_json(i) for i in chosen]) + "]"
-        return result, [r["row_key"] for r in rows], text
+        return result, keys, text
+
+    def _rows(self, positions: Sequence[int], keys: Sequence[str]) -> list[dict[str, Any]]:
+        """An answer's rows: rendered, or (``render_rows`` False) :class:`Unrendered`."""
+        if self._render_rows:
+            return [self._view.render(i) for i in positions]
+        return Unrendered({"row_key": k} for k in keys)
 
     def _read(self, row_key: object) -> tuple[dict[str, Any], list[str], str | None]:
         i = self._view.position.get(row_key) if isinstance(row_key, str) else None

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
+from evalkit.pit._entries import entry_table, key_index
 from evalkit.pit._replay import Misaligned, Walk, walk_cell, walk_head, walk_tail
-from evalkit.pit._runner import entry_table
 from evalkit.pit._toolbox import ArmRows, CellView, clock_order
 from evalkit.pit._trajfile import TrajectoryFileError, line_bound, trajectory_lines
 from evalkit.pit._verify_replay import (
@@ -154,6 +154,7 @@ class CellViews:
         self._orders: dict[Clock, pl.DataFrame] = {}
         self._lookups: dict[Clock, Any] = {}
         self._entries: dict[Clock, Mapping[str, int]] = {}
+        self._index: dict[str, int] | None = None
 
     def view(self, index: int) -> CellView:
         """The view of the run's ``index``-th cell."""
@@ -184,7 +185,9 @@ class CellViews:
         """:func:`evalkit.pit._runner.entry_table` of the release under ``clock``."""
         table = self._entries.get(clock)
         if table is None:
-            table = self._entries[clock] = entry_table(self.setup.release, clock, self.setup.calendar)
+            if self._index is None:  # shared by the clocks' tables
+                self._index = key_index(self.setup.release.arm("main"))
+            table = self._entries[clock] = entry_table(self.setup.release, clock, self.setup.calendar, self._index)
         return table
 
 
