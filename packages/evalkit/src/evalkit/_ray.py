@@ -9,7 +9,6 @@ joined (``--address HOST:PORT``) it is the operator's cluster as configured.
 
 from __future__ import annotations
 
-import logging
 import os
 from types import ModuleType, TracebackType
 from typing import Any, Self, cast
@@ -80,6 +79,8 @@ class RayCluster:
         self._ray: ModuleType | None = None
 
     def __enter__(self) -> Self:
+        import logging  # here, not at import: evalkit eval imports this module, and Ray brings logging anyway
+
         ray = import_ray()
         self._ray = ray
         if ray.is_initialized():

@@ -248,15 +248,17 @@ def _run_eval(
         header: dict[str, JSON] = {"bank": digest_of_bank, "settings": settings.digest, "solver": identity, "k": k,
                                    "items": len(items)}  # fmt: skip
         journal = Journal(journal_path(out_path), header, ensure_signing_key()[0])
-    rows = _grade_rows(items, samples, sandbox, settings, extract=extract, keep=keep, journal=journal,
-                       progress=progress)  # fmt: skip
+    rows, encoded = _grade_rows(items, samples, sandbox, settings, extract=extract, keep=keep, journal=journal,
+                                progress=progress)  # fmt: skip
     rollouts = tuple(
         Rollout(str(r["task_id"]), cast("int", r["sample"]), verdict_from_json(r), text if keep else None)
         for r, (_, text) in zip(rows, items, strict=True)
     )
     summary = summarize(rows, len(tasks))
     if out_path is not None:
-        atomic_write_bytes(out_path, b"".join(canonical_bytes(r) + b"\n" for r in rows))
+        # a row the journal took is written as the journal encoded it (the same canonical bytes, made once)
+        lines = ((e or canonical_bytes(r)) + b"\n" for r, e in zip(rows, encoded, strict=True))
+        atomic_write_bytes(out_path, b"".join(lines))
     receipt_path = Path(receipt) if receipt is not None else None
     if receipt_path is not None and out_path is not None:
         binding: dict[str, JSON] = {"tasks": digest_of_bank, "results": file_digest(out_path)}
@@ -300,12 +302,14 @@ def _grade_rows(
     keep: bool,
     journal: Journal | None,
     progress: Callable[[int, int], None] | None,
-) -> list[dict[str, JSON]]:
+) -> tuple[list[dict[str, JSON]], list[bytes | None]]:
     """The results rows of ``items`` in order: those the journal kept, the rest graded now (each journaled as it
-    is made). Ctrl-C raises :class:`EvalInterrupted` naming the journal and what it holds."""
+    is made), and beside each the canonical bytes the journal made of it when it appended it (else None). Ctrl-C
+    raises :class:`EvalInterrupted` naming the journal and what it holds."""
     keys = [item_key(t.id, s, text) for (t, text), s in zip(items, samples, strict=True)]
     kept = journal.kept if journal is not None else {}
     rows: list[dict[str, JSON] | None] = [kept.get(key) for key in keys]
+    encoded: list[bytes | None] = [None] * len(items)
     pending = [i for i, r in enumerate(rows) if r is None]
     done = [len(items) - len(pending)]
     if progress is not None and done[0]:
@@ -315,7 +319,7 @@ def _grade_rows(
         i = pending[n]
         row = Rollout(items[i][0].id, samples[i], verdict, items[i][1] if keep else None).to_json()
         if journal is not None:
-            journal.append(keys[i], row)
+            encoded[i] = journal.append(keys[i], row)
         rows[i] = row
         done[0] += 1
         if progress is not None:
@@ -337,7 +341,8 @@ def _grade_rows(
             raise
         journal.close()
         raise EvalInterrupted(journal.path, journal.count()) from None
-    return [r for r in rows if r is not None]
+    done_rows = [(r, e) for r, e in zip(rows, encoded, strict=True) if r is not None]
+    return [r for r, _ in done_rows], [e for _, e in done_rows]
 
 
 def _relative(path: Path, base: Path) -> str:

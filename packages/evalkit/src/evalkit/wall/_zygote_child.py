@@ -378,6 +378,7 @@ def _serve() -> None:
     for warm in payloads.get("__warm__", ()):
         warm()
     gc.collect()
+    gc.enable()  # off since the boot line (evalkit.wall._zygote): every job runs with it on
     gc.freeze()  # children then write to (and so copy) few of the zygote's pages
     flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if settings["namespaces"] else 0
     if flags and settings["seccomp"].get("unix_named"):
