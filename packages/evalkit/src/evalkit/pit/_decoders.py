@@ -72,7 +72,10 @@ def run_decoders(
         arm = served.arm if served is not None else release.arm("shifted")
         out["shifted"] = _shifted(arm, main, truth, window or release.window, cal, served is not None)
     if "redacted" in arms:
-        out["redacted"] = _redacted(release.arm("redacted"), main, truth)
+        if served is not None and served.redacted is not None:
+            out["redacted"] = _redacted_served(served.redacted.arm, main, truth, cal)
+        else:
+            out["redacted"] = _redacted(release.arm("redacted"), main, truth)
     broken = [f"{arm}/{d['name']}" for arm, block in out.items() for d in block["decoders"] if d["breaks"]]
     public = [
         f"{arm}/{d['name']}" for arm, block in out.items() for d in block["decoders"]
@@ -439,6 +442,16 @@ def _redacted(arm: pl.DataFrame, main: pl.DataFrame, truth: pl.DataFrame) -> dic
             _figure("instant_match", "record", rows.n, None, by_instant),
         ],
     }
+
+
+def _redacted_served(arm: pl.DataFrame, main: pl.DataFrame, truth: pl.DataFrame, cal: Calendar) -> dict[str, Any]:
+    """The redacted arm as served with clones: :mod:`evalkit.pit._decoders_redacted`'s attackers, each a one-to-one
+    matching of the record's filings onto the shown rows, scored over the real rows."""
+    from evalkit.pit._decoders_redacted import redacted_attacks
+
+    n = arm.join(truth.select("row_key"), on="row_key", how="inner").height
+    attacks = redacted_attacks(arm, main, truth, [s.open for s in cal.all])
+    return {"rows": n, "decoders": [_figure(name, "record", n, None, hits) for name, hits in attacks]}
 
 
 def summary(block: Mapping[str, Any]) -> str:

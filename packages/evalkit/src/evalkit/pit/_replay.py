@@ -162,16 +162,16 @@ def replay_trajectory(
 def _walk_run(walk: Walk, release: Release, window: tuple[dt.date, dt.date], served: ServedMask | None) -> None:
     indices = walk_head(walk, release, window)
     sessions = walk.calendar.between(*window)
-    tables: dict[tuple[bool, Clock], Mapping[str, int]] = {}
+    tables: dict[tuple[str, Clock], Mapping[str, int]] = {}
     arms = [a for a in ARMS if a in walk.config.arms]
     for view in cell_views(release, arms, walk.config.clocks, walk.calendar, served):
         if walk.stopped:
             break
-        decoyed = served is not None and view.arm == "shifted"
-        if (decoyed, view.clock) not in tables:
-            main = served.main if served is not None and decoyed else release.arm("main")
-            tables[decoyed, view.clock] = entries_of(main, view.clock, walk.calendar)
-        walk_cell(walk, view, cell_sessions(view, sessions, indices, served)[1], tables[decoyed, view.clock])
+        kind = view.arm if served is not None and served.serves(view.arm) else ""
+        if (kind, view.clock) not in tables:
+            main = served.frames(kind)[1] if served is not None and kind else release.arm("main")
+            tables[kind, view.clock] = entries_of(main, view.clock, walk.calendar)
+        walk_cell(walk, view, cell_sessions(view, sessions, indices, served)[1], tables[kind, view.clock])
     walk_tail(walk, release, indices, served)
 
 
