@@ -118,7 +118,8 @@ def serve_mask(
     if secret is None:
         raise ReleaseError(
             f"release {release.name} ({release.format}) has no mask secret: decoys are drawn from one (a release "
-            "of the current format has it)"
+            "of the current format has it); set mask_decoys: false (evalkit run --no-mask-decoys) to run it with "
+            "the masks as released"
         )
     lead = lead_for(secret)
     before = _hidden_days(window[0], lead, -1, calendar)
