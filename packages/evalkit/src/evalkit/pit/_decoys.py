@@ -29,7 +29,8 @@ A run whose config sets ``mask_decoys`` serves them in its shifted cells, with d
 ``tests/evalkit/pit/test_pit_masks_decoys.py`` and said in docs/pit-harness.md ("Decoys"): they hide the alignment
 of whole days, never a row whose own shown fields are unique in the record (only drawn times hide those); they do
 not hide the window (a known window gives the offset: only the hidden window does); and in the redacted arm, which
-shows real dates, a record holder names every row whose (form, date) is unique, decoys or not.
+shows real dates, a record holder names every row whose (form, date) is unique, decoys or not (so that arm
+is served with clones of each row's own signature instead: :mod:`evalkit.pit._decoys_redacted`).
 """
 
 from __future__ import annotations
