@@ -108,7 +108,8 @@ def _print_run(
     decoders: dict[str, Any] = b.get("decoders") or {}
     if decoders.get("arms"):
         typer.echo("decoders    " + ("none breaks the masks" if decoders["holds"] else "broken by " + ", ".join(decoders["broken_by"])))
-    for limit in decoders.get("limits") or []:
+    limits: list[Any] = list(decoders.get("limits") or [])
+    for limit in limits:
         typer.echo(f"limit       {limit}")
     gaps = b["protocol_gaps"]
     typer.echo(f"protocol    {'complete' if not gaps else 'gaps: ' + ', '.join(gaps)}")

@@ -43,9 +43,14 @@ def redacted_attacks(
     shown = list(arm.select("row_key", "form", "partition_date", "published_at", "acceptance_at", "disseminated_at").iter_rows(named=True))
     record = list(main.select("form", "partition_date", "published_at", "acceptance_at", "disseminated_at", "issuer").iter_rows(named=True))
     out: list[tuple[str, float]] = []
-    by_date = lambda r: (r["form"], r["partition_date"])  # noqa: E731
+
+    def by_date(r: dict[str, Any]) -> Any:
+        return (r["form"], r["partition_date"])
+
+    def by_sig(r: dict[str, Any]) -> Any:
+        return signature(r, opens)
+
     out.append(("date_form_match", _uniform(shown, record, issuer_of, by_date)))
-    by_sig = lambda r: signature(r, opens)  # noqa: E731
     out.append(("signature_match", _uniform(shown, record, issuer_of, by_sig)))
     out.append(("instant_match", _exact(shown, record, issuer_of, "acceptance_at")))
     out.append(("dissemination_match", _exact(shown, record, issuer_of, "disseminated_at")))
