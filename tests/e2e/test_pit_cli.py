@@ -18,7 +18,7 @@ import pytest
 
 BIN = Path(sys.executable).parent
 CELL_LINE = re.compile(
-    r"^(main|redacted|shifted)\s+(leaky|dump|pit)\s+total_return\s+(n/a|[+-]\d+\.\d\d%)\s+trades\s+(\d+)\s+.*reachable=(True|False)$"
+    r"^(main|redacted|shifted)\s+(leaky|dump|pit)\s+total_return\s+(n/a|[+-]\d+\.\d\d%)\s+trades\s+(\d+)\s+.*reachable=(True|False)(?:\s+decoy_picks \d+)?$"
 )
 
 
@@ -73,6 +73,9 @@ def test_run_with_no_arguments_then_verify(prog, cache, tmp_path):
     assert re.search(r"^receipt\s+out/pit/receipt\.json\s+body sha256:[0-9a-f]{64}", out, re.MULTILINE)
     assert re.search(r"^trajectory\s+out/pit/trajectory\.jsonl\s+sha256:[0-9a-f]{64}\s+\d+ events", out, re.MULTILINE)
     assert re.search(r"^probe\s+mask_holds", out, re.MULTILINE)
+    # the quick start serves both masked arms (the default): the harness's decoders do not break them
+    assert re.search(r"^run\s+run-[0-9a-f]{16}\s+valid=True  masks=hold$", out, re.MULTILINE)
+    assert re.search(r"^decoders\s+none breaks the masks$", out, re.MULTILINE)
     assert re.search(r"^protocol\s+gaps: P1_model_version, P2_training_cutoffs", out, re.MULTILINE)
     _check_table(out)
     receipt = json.loads((tmp_path / "out/pit/receipt.json").read_text())

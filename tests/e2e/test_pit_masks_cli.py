@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -85,16 +86,29 @@ def test_demo_run_says_whether_the_masks_were_tested(demo, tmp_path):
     done = _evalkit("run", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
-    # The stub tells the probe nothing, but the harness's decoders break the masks with knowledge an agent may
-    # hold (the demo's window is public; its per-day record is the public generator's): they do not hold.
-    assert first.endswith("valid=True  masks=leak")
+    # The quick start serves both masked arms by default (decoys, clones, drawn instants, a hidden window): the
+    # harness's decoders, with knowledge an agent may hold (the demo's window is public; its per-day record is the
+    # public generator's), do not break them, and the stub tells the probe nothing: they hold.
+    assert first.endswith("valid=True  masks=hold")
     body = json.loads((tmp_path / "out" / "pit" / "receipt.json").read_text())["body"]
-    assert body["masks"] == "leak"
+    assert body["masks"] == "hold" and body["receipt_version"] == 4
     assert body["probe"]["verdict"] == "mask_holds"
     decoders = body["decoders"]
     assert decoders["holds_against_public_knowledge"] is True  # calendar inversion and public rules: nothing
     shifted = {d["name"]: d for d in decoders["arms"]["shifted"]["decoders"]}
     assert shifted["calendar_inversion"]["dates_recovered"] == 0
-    assert shifted["count_alignment"]["dates_recovered"] > 0.99
-    assert "shifted/count_alignment" in decoders["broken_by"]
+    assert shifted["count_alignment"]["dates_recovered"] < 0.05
+    assert decoders["broken_by"] == []
+    assert "decoders    none breaks the masks" in done.stdout.splitlines()
+    # The verify line it prints replays the run and agrees byte for byte.
+    line = next(x for x in done.stdout.splitlines() if x.startswith("verify with "))
+    check = _evalkit(*shlex.split(line.removeprefix("verify with evalkit ")), cwd=tmp_path, env=env)
+    assert check.returncode == 0 and "MISMATCH" not in check.stdout, check.stdout
+    # Switched off, the masks are served as released and the record-holding decoders break them.
+    done = _evalkit("run", "--no-mask-decoys", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].endswith("valid=True  masks=leak")
+    body = json.loads((tmp_path / "out" / "pit" / "receipt.json").read_text())["body"]
+    assert body["receipt_version"] == 2 and "mask_decoys" not in body["config"]
+    assert "shifted/count_alignment" in body["decoders"]["broken_by"]
     assert any(line.startswith("decoders    broken by") for line in done.stdout.splitlines())

@@ -83,6 +83,7 @@ def _run(release_dir: Path, prices: Path, agent: Callable[..., Any], out: Path) 
         end=RUN_END,
         trajectory_path=str(out / "t.jsonl"),
         receipt_path=str(out / "r.json"),
+        mask_decoys=False,  # the window's sessions only: the masks as released (a served shifted cell runs hidden days too)
     )
     release = Release.load(release_dir)
     return run(from_callable(agent), cfg, release, load_prices(prices, source="synthetic")).body

@@ -184,6 +184,7 @@ def _cfg(release_dir: Path, agent: str, **kw: Any) -> RunConfig:
         "arms": ("main", "shifted"),
         "clocks": ("pit",),
         "probe_items": 1,
+        "mask_decoys": False,  # the window's sessions only (these tests count calls per session)
         "agent": agent,
         "trajectory_path": "trajectory.jsonl",
         "receipt_path": "receipt.json",

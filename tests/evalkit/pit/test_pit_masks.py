@@ -17,6 +17,7 @@ import attrs
 import pytest
 
 from evalkit.pit import RunConfig, from_callable, run, score_answer
+from evalkit.pit._serving import HIDDEN_DAYS
 from evalkit.pit._toolbox import CellView, Toolbox
 from evalkit_core import MASKS_FILE, Clock, Release, nyse
 from evalkit_core._synth import write_synth_release
@@ -263,11 +264,14 @@ def test_a_run_records_the_same_answer_for_both(
         receipt_path=str(tmp_path / "r.json"),
         probe_items=0,
     )
-    run(from_callable(oracle_seeker), cfg, synth_release)
+    body = run(from_callable(oracle_seeker), cfg, synth_release).body
     reads = [
         e for e in events_of(tmp_path / "t.jsonl") if e["type"] == "tool_call" and e["tool"] == "pit_read"
     ]
-    assert len(reads) == 2 * 9 * len(cal.between(RUN_START, RUN_END))
+    # two reads per session of every cell: the window's 8, and a served shifted cell's hidden days around them
+    window = len(cal.between(RUN_START, RUN_END))
+    assert [c["sessions"] for c in body["cells"]] == [window] * 6 + [window + HIDDEN_DAYS] * 3
+    assert len(reads) == 2 * sum(c["sessions"] for c in body["cells"])
     for a, b in zip(reads[::2], reads[1::2], strict=True):
         assert a["args"]["row_key"] == future and b["args"]["row_key"] == fake
         assert {**a["result"], "row_key": fake} == b["result"]
@@ -294,11 +298,18 @@ def test_an_agent_that_reads_nothing_through_the_tools_leaves_the_masks_unproven
     body = run(from_callable(blind), cfg).body
     assert body["valid"] is True
     assert body["probe"]["verdict"] == "not_run"
-    # The harness's decoders still run: the record-holding and window-knowing ones break both masks, so the
+    # The harness's decoders still run: this window (8 sessions) is too short for any mask to hold against an
+    # attacker who knows it, and the receipt says so (a uniform guess among its days is right 1 time in 8), so the
     # masks leak whatever the agent answered (or did not answer).
     assert body["masks"] == "leak"
-    assert "shifted/count_alignment" in body["decoders"]["broken_by"]
+    assert "shifted/window_uniform_guess" in body["decoders"]["broken_by"]
+    assert [lim.startswith("a window of 8 filing days cannot hold") for lim in body["decoders"]["limits"]] == [True]
     assert body["decoders"]["holds_against_public_knowledge"] is True
+    # Without the masks served, the record-holding decoders line the days up and break the shifted arm too.
+    plain = attrs.evolve(cfg, mask_decoys=False, trajectory_path=str(tmp_path / "t3.jsonl"), receipt_path=str(tmp_path / "r3.json"))
+    body = run(from_callable(blind), plain).body
+    assert "shifted/count_alignment" in body["decoders"]["broken_by"] and body["receipt_version"] == 2
+    assert "limits" not in body["decoders"]
     # Without a masked arm no decoder runs and the probe has nothing to ask: unproven.
     main_only = attrs.evolve(cfg, arms=("main",), trajectory_path=str(tmp_path / "t2.jsonl"), receipt_path=str(tmp_path / "r2.json"))
     body = run(from_callable(blind), main_only).body
@@ -320,7 +331,8 @@ def test_an_agent_that_reads_nothing_through_the_tools_leaves_the_masks_unproven
     assert code == 0
     assert "masks=leak" in out
     assert re.search(r"^probe\s+mask_holds", out, re.MULTILINE)
-    assert re.search(r"^decoders\s+broken by .*shifted/count_alignment", out, re.MULTILINE)
+    assert re.search(r"^decoders\s+broken by .*shifted/window_uniform_guess", out, re.MULTILINE)
+    assert re.search(r"^limit\s+a window of 8 filing days cannot hold", out, re.MULTILINE)
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,17 @@ SERVED_DECODERS = {
     "containment",
     "time_of_day_match",
     "nearest_time_of_day",
+    "window_uniform_guess",
 }
+REDACTED_DECODERS = {
+    "date_form_match",
+    "signature_match",
+    "instant_match",
+    "dissemination_match",
+    "nearest_instant",
+    "row_order",
+}
+V3 = Path(__file__).parent / "fixtures" / "receipt-v3-served"
 
 
 def _say(name: str, value: float) -> None:
@@ -110,7 +120,7 @@ def _shifted_figures(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_the_demo_runs_shifted_arm_holds_against_every_decoder(demo_run: dict[str, Any]):
     body = demo_run["result"].body
-    assert body["receipt_version"] == 3 and body["valid"]
+    assert body["receipt_version"] == 4 and body["valid"]
     figures = _shifted_figures(body)
     assert set(figures) == SERVED_DECODERS
     for name, f in sorted(figures.items()):
@@ -123,10 +133,15 @@ def test_the_demo_runs_shifted_arm_holds_against_every_decoder(demo_run: dict[st
     rows = body["protocol"]["P5_window_provenance"]["rows"]
     assert {f["rows"] for f in figures.values()} == {body["decoders"]["arms"]["shifted"]["rows"]} == {rows}
     assert not [b for b in body["decoders"]["broken_by"] if b.startswith("shifted/")]
-    # The redacted arm shows real dates by design: a record holder names issuers there, decoys or not, and the
-    # receipt says so (the run's masks leak through it).
-    assert "redacted/date_form_match" in body["decoders"]["broken_by"]
-    assert body["masks"] == "leak"
+    # The redacted arm is served with clones too (the default): every decoder of it is under the threshold, the
+    # demo's window (61 sessions) is long enough to hold, and the run's masks hold.
+    redacted = {d["name"]: d for d in body["decoders"]["arms"]["redacted"]["decoders"]}
+    assert set(redacted) == REDACTED_DECODERS
+    for name, f in sorted(redacted.items()):
+        _say(f"served/redacted/{name}/issuers", f["issuers_recovered"])
+        assert f["issuers_recovered"] < THRESHOLD and not f["breaks"], name
+    assert body["decoders"]["broken_by"] == [] and body["decoders"]["limits"] == []
+    assert body["receipt_version"] == 4 and body["masks"] == "hold"
 
 
 def test_decoys_and_hidden_sessions_are_accepted_never_traded(demo_run: dict[str, Any], served: ServedMask):
@@ -142,7 +157,11 @@ def test_decoys_and_hidden_sessions_are_accepted_never_traded(demo_run: dict[str
         assert shifted["trades"] == main["trades"] and shifted["trades_by_form"] == main["trades_by_form"]
         assert shifted["lookahead_trades"] == main["lookahead_trades"]
         assert shifted["rejected_picks"] == main["rejected_picks"]
-        assert "decoy_picks" not in main and "decoy_picks" not in cells["redacted", clock]
+        assert "decoy_picks" not in main
+        # the redacted cells run the window's sessions, show clones and trade exactly what the main cells do
+        redacted = cells["redacted", clock]
+        assert redacted["sessions"] == len(served.window) and redacted["decoy_picks"] > 0
+        assert redacted["trades"] == main["trades"] and redacted["trades_by_form"] == main["trades_by_form"]
     assert (
         len(served.sessions) - len(served.window) >= HIDDEN_DAYS - 2
     )  # a few hidden days may be exchange holidays
@@ -424,14 +443,44 @@ def test_mask_decoys_needs_a_mask_secret(tmp_path: Path):
     assert not (tmp_path / "t.jsonl").exists() and not (tmp_path / "r.json").exists()
 
 
-def test_the_field_is_off_by_default_and_out_of_the_digest():
-    plain = RunConfig(bundle_path="x")
-    assert "mask_decoys" not in plain.to_json() and "mask_decoys" not in plain.digest_view()
-    on = attrs.evolve(plain, mask_decoys=True)
-    assert on.digest_view()["mask_decoys"] is True and on.digest() != plain.digest()
-    assert RunConfig.from_json(on.to_json()).mask_decoys is True
-    with pytest.raises(ConfigError, match="mask_decoys"):
-        RunConfig.from_json({"bundle_path": "x", "mask_decoys": "yes"})
+def test_the_fields_are_on_by_default_and_off_is_out_of_the_digest():
+    on = RunConfig(bundle_path="x")
+    assert on.mask_decoys is True and on.mask_redacted is True
+    assert on.digest_view()["mask_decoys"] is True and on.digest_view()["mask_redacted"] is True
+    plain = attrs.evolve(on, mask_decoys=False)
+    # off: out of the JSON and the digest, as a config written before the fields existed
+    assert "mask_decoys" not in plain.to_json() and "mask_redacted" not in plain.digest_view()
+    assert on.digest() != plain.digest()
+    assert RunConfig.from_json(plain.to_json()).mask_decoys is True  # a config file without it: the default
+    assert RunConfig.from_recorded(plain.to_json()).mask_decoys is False  # a receipt's config without it: off
+    shifted_only = attrs.evolve(on, mask_redacted=False)  # what a version-3 receipt records
+    assert "mask_redacted" not in shifted_only.to_json()
+    assert RunConfig.from_recorded(shifted_only.to_json()) == shifted_only
+    for field in ("mask_decoys", "mask_redacted"):
+        with pytest.raises(ConfigError, match=field):
+            RunConfig.from_json({"bundle_path": "x", field: "yes"})
+
+
+def test_a_version_3_receipt_made_by_the_previous_harness_verifies_as_it_did(tmp_path: Path):
+    """fixtures/receipt-v3-served was written by the last version-3 harness (the shifted arm served with decoys,
+    the redacted arm as released; make_receipt.py there says how). Its recorded config has mask_decoys and no
+    mask_redacted: the replay serves the redacted arm as released, as that run did, and agrees byte for byte."""
+    release = write_synth_release(
+        tmp_path / "release", rows=400, start=dt.date(2023, 2, 1), end=dt.date(2023, 3, 31), seed=11
+    )
+    body = read_receipt(V3 / "receipt.json")["body"]
+    assert body["receipt_version"] == 3 and body["config"]["mask_decoys"] is True
+    assert "mask_redacted" not in body["config"] and "redacted" not in body["decoders"]["served"]
+    checks = verify_pit_receipt(
+        V3 / "receipt.json", trajectory=V3 / "trajectory.jsonl.zst", bundle=release, key=KEY.key_id
+    )
+    then = [tuple(c) for c in json.loads((V3 / "checks.json").read_text())]
+    now = [(c.name, c.status) for c in checks]
+    assert ("harness_source_sha256", "note") in now
+    assert [c for c in now if c[0] != "harness_source_sha256"] == [
+        c for c in then if c[0] != "harness_source_sha256"
+    ]
+    assert all(c.ok for c in checks)
 
 
 def test_a_version_2_receipt_made_by_the_previous_harness_verifies_as_it_did(tmp_path: Path):

@@ -12,7 +12,7 @@ HOLD = 2
 
 def _cfg(release_dir, **kw) -> RunConfig:
     base = {"bundle_path": str(release_dir), "start": "2023-03-01", "end": "2023-03-10", "hold_sessions": HOLD,
-            "probe_items": 0}
+            "probe_items": 0, "mask_decoys": False}  # the window's sessions only: the masks as released (a served shifted cell runs hidden days too)
     return RunConfig(**{**base, **kw})
 
 

@@ -168,7 +168,7 @@ def both_forms(synth_release_dir, synth_prices_path, tmp_path_factory) -> dict[s
             os.chdir(where)
             cfg = RunConfig(bundle_path=str(release), forms=("8-K", "10-Q"), start=RUN_START, end=RUN_END,
                             prices_path=str(prices), price_source="synthetic", trajectory_path=name,
-                            receipt_path="receipt.json", probe_items=3)
+                            receipt_path="receipt.json", probe_items=3, mask_decoys=False)  # the window's sessions only
             result = run(stub_agent, cfg, Release.load(release), load_prices(prices, source="synthetic"))
             out[form] = {"trajectory": where / name, "receipt": where / "receipt.json", "result": result}
     finally:

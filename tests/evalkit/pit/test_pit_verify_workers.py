@@ -32,7 +32,7 @@ from evalkit_core._synth import write_demo_release
 START, END = "2023-03-01", "2023-03-10"
 
 
-def _run(base: Path, release: Path, trajectory: str) -> dict[str, Path]:
+def _run(base: Path, release: Path, trajectory: str, **fields: Any) -> dict[str, Path]:
     prices = release / "prices.synthetic.csv"
     old = Path.cwd()
     base.mkdir(parents=True, exist_ok=True)
@@ -40,7 +40,7 @@ def _run(base: Path, release: Path, trajectory: str) -> dict[str, Path]:
     try:
         cfg = RunConfig(bundle_path=str(release), start=START, end=END, prices_path=str(prices),
                         price_source="synthetic", trajectory_path=trajectory, receipt_path="receipt.json",
-                        probe_items=3)  # fmt: skip
+                        probe_items=3, **fields)  # fmt: skip
         run(stub_agent, cfg, None, load_prices(prices, source="synthetic"))
     finally:
         os.chdir(old)
@@ -60,9 +60,10 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     release = write_demo_release(base / "demo")
     old_release = write_demo_release(base / "demo2", release_format="evalkit-release/2")
     return {
-        "plain": _run(base / "plain", release, "t.jsonl"),
-        "zst": _run(base / "zst", release, "t.jsonl.zst"),
-        "old": _run(base / "old", old_release, "t.jsonl"),
+        "plain": _run(base / "plain", release, "t.jsonl", mask_decoys=False),
+        "zst": _run(base / "zst", release, "t.jsonl.zst", mask_decoys=False),
+        # a format-2 release has no mask secret to draw decoys from: it runs with the masks as released
+        "old": _run(base / "old", old_release, "t.jsonl", mask_decoys=False),
     }
 
 

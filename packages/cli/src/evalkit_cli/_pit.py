@@ -108,6 +108,9 @@ def _print_run(
     decoders: dict[str, Any] = b.get("decoders") or {}
     if decoders.get("arms"):
         typer.echo("decoders    " + ("none breaks the masks" if decoders["holds"] else "broken by " + ", ".join(decoders["broken_by"])))
+    limits: list[Any] = list(decoders.get("limits") or [])
+    for limit in limits:
+        typer.echo(f"limit       {limit}")
     gaps = b["protocol_gaps"]
     typer.echo(f"protocol    {'complete' if not gaps else 'gaps: ' + ', '.join(gaps)}")
     for m in b["protocol"]["P2_training_cutoff"].get("models", []):
@@ -127,7 +130,7 @@ def run(
     price_source: str | None = typer.Option(None, "--price-source", help="Where the prices came from (required with --prices)."),
     pulled_at: str | None = typer.Option(None, "--pulled-at", help="When the prices were pulled (YYYY-MM-DD)."),
     netns: bool = typer.Option(False, "--netns", help="Refuse to run unless the agent gets a network namespace of its own (bubblewrap)."),
-    mask_decoys: bool = typer.Option(False, "--mask-decoys", help="Serve the shifted arm with decoys, drawn times of day and a hidden window (RunConfig.mask_decoys)."),
+    mask_decoys: bool | None = typer.Option(None, "--mask-decoys/--no-mask-decoys", help="Serve the masked arms with decoys (the shifted arm: decoys, drawn times of day and a hidden window; the redacted arm: clones and drawn instants) or not (RunConfig.mask_decoys) \\[default: the config's; on]."),
     as_json: bool = typer.Option(False, "--json", help="Print the receipt body as JSON instead of the table."),
     show_progress: bool = typer.Option(False, "--progress", help="Show progress on stderr even when it is not a terminal (plain lines)."),
 ) -> None:
@@ -157,8 +160,8 @@ def run(
         overrides["receipt_path"] = receipt
     if agent:
         overrides["agent"] = agent
-    if mask_decoys:
-        overrides["mask_decoys"] = True
+    if mask_decoys is not None:
+        overrides["mask_decoys"] = mask_decoys
     if prices:
         overrides.update(prices_path=prices, price_source=price_source, prices_pulled_at=pulled_at)
     elif price_source or pulled_at:

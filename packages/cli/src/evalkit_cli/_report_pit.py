@@ -160,7 +160,7 @@ def _return_of(body: Mapping[str, Any], bundle: Path, prices: Path | None) -> An
 
     try:
         recorded = cast("dict[str, Any]", body["config"])
-        config = RunConfig.from_json({**recorded, "bundle_path": str(bundle)}, source="the receipt's config")
+        config = RunConfig.from_recorded({**recorded, "bundle_path": str(bundle)})
         release = Release.load(bundle)
         start, end = _check_window(config, release)
         release = release.select(forms=list(config.forms) or None, start=start, end=end)

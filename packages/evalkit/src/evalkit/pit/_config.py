@@ -80,9 +80,12 @@ class RunConfig:
     prices_path: str | None = attrs.field(default=None, converter=_opt_str)
     price_source: str | None = attrs.field(default=None, converter=_opt_str)
     prices_pulled_at: str | None = attrs.field(default=None, converter=_opt_str)
-    # Serve the shifted arm with decoys, drawn times of day and a hidden window (docs/pit-harness.md, "Decoys").
-    # Left out of the JSON and the digest when off, so a config that does not use it keeps the digest it had.
-    mask_decoys: bool = False
+    # Serve the shifted arm with decoys, drawn times of day and a hidden window (docs/pit-harness.md, "Decoys"),
+    # and (mask_redacted) the redacted arm with clones and drawn instants: both on by default. Left out of the JSON
+    # and the digest when off, so a config that does not use them keeps the digest it had; a recorded config
+    # (a receipt's) that lacks them predates them, and is read with them off (RunConfig.from_recorded).
+    mask_decoys: bool = True
+    mask_redacted: bool = True
     trajectory_path: str = attrs.field(default="trajectory.jsonl", converter=_str)
     receipt_path: str = attrs.field(default="receipt.json", converter=_str)
     # The file this config was loaded from, for error messages only: not part of to_json() or the digest.
@@ -125,8 +128,9 @@ class RunConfig:
                     raise ConfigError(f"{field}: expected a date YYYY-MM-DD, got {value!r}") from None
         if self.training_cutoff_source is not None and self.training_cutoff is None:
             raise ConfigError("training_cutoff_source: given without training_cutoff")
-        if type(self.mask_decoys) is not bool:
-            raise ConfigError(f"mask_decoys: expected true or false, got {self.mask_decoys!r}")
+        for field in ("mask_decoys", "mask_redacted"):
+            if type(getattr(self, field)) is not bool:
+                raise ConfigError(f"{field}: expected true or false, got {getattr(self, field)!r}")
         if self.prices_path is not None and not self.price_source:
             raise ConfigError("price_source: required when prices_path is given (say where the prices came from)")
 
@@ -155,6 +159,8 @@ class RunConfig:
         d.pop("origin")
         if not self.mask_decoys:
             d.pop("mask_decoys")
+        if not (self.mask_decoys and self.mask_redacted):  # without decoys nothing is served: nor the redacted arm
+            d.pop("mask_redacted")
         d["forms"], d["arms"], d["clocks"] = list(self.forms), list(self.arms), list(self.clocks)
         return d
 
@@ -198,11 +204,22 @@ class RunConfig:
         except TypeError as exc:
             raise ConfigError(f"{source}: {exc}") from None
 
+    @classmethod
+    def from_recorded(cls, data: Mapping[str, Any], *, source: str = "the receipt's config") -> RunConfig:
+        """A config as a receipt records it: a mask field it lacks was off (receipt versions 2 and 3 predate the
+        defaults; :meth:`to_json` leaves a field that is off out)."""
+        fields = dict(data)
+        fields.setdefault("mask_decoys", False)
+        fields.setdefault("mask_redacted", False)
+        return cls.from_json(fields, source=source)
+
     def dump(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
 
 
-def load_config(path: str | Path) -> RunConfig:
+def load_config(path: str | Path, *, recorded: bool = False) -> RunConfig:
+    """The RunConfig a JSON file holds (its relative inputs read from the file's directory); ``recorded``: read as
+    :meth:`RunConfig.from_recorded` (a mask field the file lacks is off)."""
     p = Path(path)
     fields = read_json_object(p, missing="config file not found", expected="a JSON object of RunConfig fields")
     for field in sorted(INPUT_FIELDS):
@@ -210,4 +227,4 @@ def load_config(path: str | Path) -> RunConfig:
         if isinstance(value, str) and value and not Path(value).is_absolute():
             # A config file's inputs are where the file says, wherever the run is started from.
             fields[field] = str(p.parent / value)
-    return RunConfig.from_json(fields, source=str(p))
+    return (RunConfig.from_recorded if recorded else RunConfig.from_json)(fields, source=str(p))

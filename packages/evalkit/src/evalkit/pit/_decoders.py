@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import functools
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -68,17 +69,27 @@ def run_decoders(
     truth = release.answer_key.select("row_key", "partition_date", "issuer")
     main = release.arm("main")
     out: dict[str, Any] = {}
+    limits: list[str] = []
     if "shifted" in arms:
         arm = served.arm if served is not None else release.arm("shifted")
         out["shifted"] = _shifted(arm, main, truth, window or release.window, cal, served is not None)
+        if served is not None and served.redacted is not None:  # receipt version 4
+            guess, limit = _window_uniform(arm, truth, _Reference(main), window or release.window)
+            out["shifted"]["decoders"].append(guess)
+            limits.extend([limit] if limit else [])
     if "redacted" in arms:
-        out["redacted"] = _redacted(release.arm("redacted"), main, truth)
+        if served is not None and served.redacted is not None:
+            out["redacted"] = _redacted_served(served.redacted.arm, main, truth, cal)
+        else:
+            out["redacted"] = _redacted(release.arm("redacted"), main, truth)
     broken = [f"{arm}/{d['name']}" for arm, block in out.items() for d in block["decoders"] if d["breaks"]]
     public = [
         f"{arm}/{d['name']}" for arm, block in out.items() for d in block["decoders"]
         if d["breaks"] and d["knowledge"] == "public"
     ]
-    extra = {"served": served.to_json()} if served is not None else {}
+    extra: dict[str, Any] = {"served": served.to_json()} if served is not None else {}
+    if served is not None and served.redacted is not None:
+        extra["limits"] = limits
     return {
         **extra,
         "threshold": THRESHOLD,
@@ -439,6 +450,43 @@ def _redacted(arm: pl.DataFrame, main: pl.DataFrame, truth: pl.DataFrame) -> dic
             _figure("instant_match", "record", rows.n, None, by_instant),
         ],
     }
+
+
+def _window_uniform(
+    arm: pl.DataFrame, truth: pl.DataFrame, ref: _Reference, window: tuple[dt.date, dt.date]
+) -> tuple[dict[str, Any], str | None]:
+    """The floor no mask lowers: knowing the window, guess each real row's date uniformly among the window's filing
+    days (SEC business days), and its issuer by the record's (form, date) at the guess. With the limit it sets when
+    the window is too short for any mask to hold against it (fewer filing days than 1 / THRESHOLD)."""
+    days = [window[0] + dt.timedelta(days=k) for k in range((window[1] - window[0]).days + 1)]
+    days = [d for d in days if is_sec_business_day(d)]
+    rows = _Rows(arm, truth)
+    w = len(days) or 1
+    filing_days = set(days)
+    dates = sum(r in filing_days for r in rows.real) / w
+    issuers = sum(
+        sum(ref.issuer_of(f, d) == who for d in days) for f, who in zip(rows.forms, rows.issuers, strict=True)
+    ) / w
+    figure = _figure("window_uniform_guess", "window", rows.n, dates, issuers)
+    limit = None
+    if 1 / w > THRESHOLD:
+        limit = (
+            f"a window of {len(days)} filing days cannot hold: an attacker who knows it (the receipt's config "
+            f"states it) and guesses each row's date uniformly among its days is right one time in {len(days)} "
+            f"({1 / w:.1%}), over the threshold of {THRESHOLD:.0%}; no mask hides a date among fewer than "
+            f"{math.ceil(1 / THRESHOLD)} days"
+        )
+    return figure, limit
+
+
+def _redacted_served(arm: pl.DataFrame, main: pl.DataFrame, truth: pl.DataFrame, cal: Calendar) -> dict[str, Any]:
+    """The redacted arm as served with clones: :mod:`evalkit.pit._decoders_redacted`'s attackers, each a one-to-one
+    matching of the record's filings onto the shown rows, scored over the real rows."""
+    from evalkit.pit._decoders_redacted import redacted_attacks
+
+    n = arm.join(truth.select("row_key"), on="row_key", how="inner").height
+    attacks = redacted_attacks(arm, main, truth, [s.open for s in cal.all])
+    return {"rows": n, "decoders": [_figure(name, "record", n, None, hits) for name, hits in attacks]}
 
 
 def summary(block: Mapping[str, Any]) -> str:

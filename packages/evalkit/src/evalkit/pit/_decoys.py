@@ -29,7 +29,8 @@ A run whose config sets ``mask_decoys`` serves them in its shifted cells, with d
 ``tests/evalkit/pit/test_pit_masks_decoys.py`` and said in docs/pit-harness.md ("Decoys"): they hide the alignment
 of whole days, never a row whose own shown fields are unique in the record (only drawn times hide those); they do
 not hide the window (a known window gives the offset: only the hidden window does); and in the redacted arm, which
-shows real dates, a record holder names every row whose (form, date) is unique, decoys or not.
+shows real dates, a record holder names every row whose (form, date) is unique, decoys or not (so that arm
+is served with clones of each row's own signature instead: :mod:`evalkit.pit._decoys_redacted`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import polars as pl
 
 from evalkit_core import Filing, Release, arm_rows, is_sec_business_day, nyse, parse_instant
 
-__all__ = ["DECOY_RULE", "Decoyed", "jittered", "time_class", "with_decoys"]
+__all__ = ["DECOY_RULE", "Decoyed", "draw_bounds", "draw_in", "jittered", "time_class", "with_decoys"]
 
 _TAG = b"evalkit-decoy/1\x00"
 _NY = "America/New_York"
@@ -240,34 +241,48 @@ def _joined(arm: pl.DataFrame, rows: Sequence[Mapping[str, Any]]) -> pl.DataFram
 # --- times of day ------------------------------------------------------------------------------------------------
 
 
-
-def jittered(arm: pl.DataFrame, secret: bytes, opens: Sequence[dt.datetime]) -> pl.DataFrame:
-    """``arm`` with every ``acceptance_at`` moved to a second drawn from the secret (HMAC-SHA256(secret,
-    'evalkit-decoy/1' NUL 'tod' NUL row_key)), uniform over what keeps every fact a clock reads: the same New York
-    date, the same class of it (:func:`time_class`: before EDGAR opens at 06:00, to the 09:30 bell, to 17:30,
-    after; the filing-date rule still reads right), and the same interval between two opening
-    bells (``opens``: the calendar's bells in order), so the row enters at the same session under every clock."""
+def draw_bounds(t: dt.datetime, opens: Sequence[dt.datetime]) -> tuple[dt.datetime, dt.datetime]:
+    """The span a drawn time of ``t`` stays in: its New York date, its class of that date (:func:`time_class`) and
+    its interval between two opening bells (``opens``: the calendar's bells in order). Public: an attacker computes
+    it from a shown instant as well as from a real one."""
     import bisect
     from zoneinfo import ZoneInfo
 
     ny = ZoneInfo(_NY)
+    local = t.astimezone(ny)
+    midnight = local.replace(hour=0, minute=0, second=0, microsecond=0).replace(tzinfo=None)
+    tod = local.hour * 3600 + local.minute * 60 + local.second
+    seg = next(s for s in _SEGMENTS if s[0] <= tod < s[1])
+    seg_lo = (midnight + dt.timedelta(seconds=seg[0])).replace(tzinfo=ny).astimezone(dt.UTC)
+    seg_hi = (midnight + dt.timedelta(seconds=seg[1])).replace(tzinfo=ny).astimezone(dt.UTC)
+    i = bisect.bisect_right(opens, t)
+    lo = max(seg_lo, opens[i - 1]) if i > 0 else seg_lo
+    hi = min(seg_hi, opens[i]) if i < len(opens) else seg_hi
+    return lo, hi
+
+
+def draw_in(secret: bytes, tag: str, key: str, lo: dt.datetime, hi: dt.datetime) -> dt.datetime:
+    """A second in ``[lo, hi)`` drawn from the secret: HMAC-SHA256(secret, 'evalkit-decoy/1' NUL tag NUL key)."""
+    span = max(1, int((hi - lo).total_seconds()))
+    return lo + dt.timedelta(seconds=int.from_bytes(_mac(secret, tag, key)[:8], "big") % span)
+
+
+def jittered(
+    arm: pl.DataFrame, secret: bytes, opens: Sequence[dt.datetime], *, tag: str = "tod", column: str = "acceptance_at"
+) -> pl.DataFrame:
+    """``arm`` with every ``column`` instant (default ``acceptance_at``) moved to a second drawn from the secret
+    (HMAC-SHA256(secret, 'evalkit-decoy/1' NUL tag NUL row_key)), uniform over what keeps every fact a clock reads:
+    the same New York date, the same class of it (:func:`time_class`: before EDGAR opens at 06:00, to the 09:30
+    bell, to 17:30, after; the filing-date rule still reads right), and the same interval between two opening
+    bells (``opens``: the calendar's bells in order), so the row enters at the same session under every clock
+    (:func:`draw_bounds`)."""
     keys: list[str] = arm.get_column("row_key").to_list()
-    accepted: list[dt.datetime | None] = arm.get_column("acceptance_at").to_list()
+    instants: list[dt.datetime | None] = arm.get_column(column).to_list()
     out: list[dt.datetime | None] = []
-    for key, t in zip(keys, accepted, strict=True):
+    for key, t in zip(keys, instants, strict=True):
         if t is None:
             out.append(None)
             continue
-        local = t.astimezone(ny)
-        midnight = local.replace(hour=0, minute=0, second=0, microsecond=0).replace(tzinfo=None)
-        tod = local.hour * 3600 + local.minute * 60 + local.second
-        seg = next(s for s in _SEGMENTS if s[0] <= tod < s[1])
-        seg_lo = (midnight + dt.timedelta(seconds=seg[0])).replace(tzinfo=ny).astimezone(dt.UTC)
-        seg_hi = (midnight + dt.timedelta(seconds=seg[1])).replace(tzinfo=ny).astimezone(dt.UTC)
-        i = bisect.bisect_right(opens, t)
-        lo = max(seg_lo, opens[i - 1]) if i > 0 else seg_lo
-        hi = min(seg_hi, opens[i]) if i < len(opens) else seg_hi
-        span = max(1, int((hi - lo).total_seconds()))
-        draw = int.from_bytes(_mac(secret, "tod", key)[:8], "big") % span
-        out.append(lo + dt.timedelta(seconds=draw))
-    return arm.with_columns(pl.Series("acceptance_at", out, dtype=arm.schema["acceptance_at"]))
+        lo, hi = draw_bounds(t, opens)
+        out.append(draw_in(secret, tag, key, lo, hi))
+    return arm.with_columns(pl.Series(column, out, dtype=arm.schema[column]))

@@ -162,20 +162,20 @@ def replay_trajectory(
 def _walk_run(walk: Walk, release: Release, window: tuple[dt.date, dt.date], served: ServedMask | None) -> None:
     indices = walk_head(walk, release, window)
     sessions = walk.calendar.between(*window)
-    tables: dict[tuple[bool, Clock], Mapping[str, int]] = {}
-    indexes: dict[bool, dict[str, int]] = {}  # one index of the keys for each side's clocks
+    tables: dict[tuple[str, Clock], Mapping[str, int]] = {}
+    indexes: dict[str, dict[str, int]] = {}  # one index of the keys for each side's clocks
     arms = [a for a in ARMS if a in walk.config.arms]
     for view in cell_views(release, arms, walk.config.clocks, walk.calendar, served):
         if walk.stopped:
             break
-        decoyed = served is not None and view.arm == "shifted"
-        if (decoyed, view.clock) not in tables:
-            main = served.main if served is not None and decoyed else release.arm("main")
-            index = indexes.get(decoyed)
+        kind = view.arm if served is not None and served.serves(view.arm) else ""
+        if (kind, view.clock) not in tables:
+            main = served.frames(kind)[1] if served is not None and kind else release.arm("main")
+            index = indexes.get(kind)
             if index is None:
-                index = indexes[decoyed] = key_index(main)
-            tables[decoyed, view.clock] = entries_of(main, view.clock, walk.calendar, index)
-        walk_cell(walk, view, cell_sessions(view, sessions, indices, served)[1], tables[decoyed, view.clock])
+                index = indexes[kind] = key_index(main)
+            tables[kind, view.clock] = entries_of(main, view.clock, walk.calendar, index)
+        walk_cell(walk, view, cell_sessions(view, sessions, indices, served)[1], tables[kind, view.clock])
     walk_tail(walk, release, indices, served)
 
 

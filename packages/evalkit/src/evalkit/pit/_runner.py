@@ -298,7 +298,7 @@ class _RunState:
         served: ServedMask | None = None,
     ) -> None:
         self.config = config
-        self.served = served  # the shifted arm as served with decoys (RunConfig.mask_decoys), or None
+        self.served = served  # the masked arms as served with decoys (RunConfig.mask_decoys), or None
         self.bounds = bounds
         self.release = release
         self.calendar = calendar
@@ -316,9 +316,11 @@ class _RunState:
         self.answers = answers
         index = key_index(release.arm("main"))  # shared by the clocks' tables
         self._entries = {Clock(c): entry_table(release, Clock(c), calendar, index) for c in config.clocks}
-        served_index = key_index(served.main) if served is not None else {}
-        self._served_entries = {
-            Clock(c): entries_of(served.main, Clock(c), calendar, served_index) for c in config.clocks if served is not None
+        served_arms = [a for a in config.arms if served is not None and served.serves(a)]
+        indexes = {a: key_index(served.frames(a)[1]) for a in served_arms} if served is not None else {}
+        self._served_entries: dict[tuple[str, Clock], Mapping[str, int]] = {
+            (a, Clock(c)): entries_of(served.frames(a)[1], Clock(c), calendar, indexes[a])
+            for c in config.clocks for a in served_arms if served is not None
         }
         self.probe_clock = probe_clock(config)
         self.gateway = Gateway(host_models(agent))
@@ -482,11 +484,10 @@ class _RunState:
                 progress(f"{arm}/{clock}", done + n + 1, total)
 
     def entries(self, view: CellView) -> Mapping[str, int]:
-        """row_key -> entry session index under the view's clock: the harness's own copy, computed from the
-        release's main arm (control arms use the main arm's clocks; a served shifted arm's decoys theirs) before
-        any agent of the run is called."""
-        if view.arm == "shifted" and self.served is not None:
-            return self._served_entries[view.clock]
+        """row_key -> entry session index under the view's clock, computed from the release's main arm (a served
+        arm's decoys: theirs) before any agent of the run is called."""
+        if self.served is not None and self.served.serves(view.arm):
+            return self._served_entries[view.arm, view.clock]
         return self._entries[view.clock]
 
     def _serve_shifted(self, keys: Sequence[str]) -> None:
@@ -535,12 +536,12 @@ class _RunState:
 def served_for(
     config: RunConfig, release: Release, window: tuple[dt.date, dt.date], calendar: Calendar
 ) -> ServedMask | None:
-    """The shifted arm as served with decoys when the config asks for them (``mask_decoys``) and runs that arm;
-    the config's error (naming ``mask_decoys``) for a release without a mask secret."""
+    """The masked arms as served when the config asks (``mask_decoys``, ``mask_redacted``) and runs the shifted
+    arm; the config's error (naming ``mask_decoys``) for a release without a mask secret."""
     if not config.mask_decoys or "shifted" not in config.arms:
         return None
     try:
-        return serve_mask(release, window, calendar)
+        return serve_mask(release, window, calendar, redacted=config.mask_redacted and "redacted" in config.arms)
     except ReleaseError as exc:
         raise config.error("mask_decoys", str(exc)) from None
 

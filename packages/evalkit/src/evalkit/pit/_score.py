@@ -52,7 +52,8 @@ __all__ = [
 # The published shape (docs/pit-harness.md, "The receipt"): an integer, bumped with any change to the body. 3 is a
 # run that served the shifted arm with decoys (its cells' decoy_picks, decoders.served); a run without them writes
 # the shape of 2, which it still is.
-RECEIPT_VERSION = 3
+RECEIPT_VERSION = 4  # both masked arms served (decoys, clones): mask_decoys and mask_redacted, the default
+SHIFTED_RECEIPT_VERSION = 3  # the shifted arm served with decoys, the redacted arm as released
 PLAIN_RECEIPT_VERSION = 2
 RECEIPT_KIND = "pit_run"
 HARNESS_NAME = "pit-harness"
@@ -214,7 +215,7 @@ class Scorer:
             self._cell = _Cell(
                 str(event["arm"]), str(event["clock"]), int(event["rows"]), int(event["fallback_rows"])
             )
-            if self._in.served is not None and self._cell.arm == "shifted":
+            if self._in.served is not None and self._in.served.serves(self._cell.arm):
                 self._cell.decoy_picks = 0
             self._cells.append(self._cell)
             self._fallback[self._cell.clock] = self._cell.fallback_rows
@@ -234,9 +235,10 @@ class Scorer:
             served = self._in.served
             if served is not None and cell.decoy_picks is not None:
                 # accepted, never traded: a decoy, or any pick at a session of the hidden days
-                apart = [k for k in picks if k in served.decoys or index not in served.window]
+                decoys = served.apart(cell.arm)
+                apart = [k for k in picks if k in decoys or index not in served.window]
                 cell.decoy_picks += len(apart)
-                picks = [k for k in picks if k not in served.decoys and index in served.window]
+                picks = [k for k in picks if k not in decoys and index in served.window]
             self._tally(cell, picks, index)
             for r in cast("list[Mapping[str, Any]]", event.get("rejected") or []):
                 reason = str(r.get("reason"))
@@ -481,6 +483,12 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return round(a - b, 6)
 
 
+def _version(served: ServedMask | None) -> int:
+    if served is None:
+        return PLAIN_RECEIPT_VERSION
+    return RECEIPT_VERSION if served.redacted is not None else SHIFTED_RECEIPT_VERSION
+
+
 def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
     """The receipt body of a run (the runner's) or of its replay (``verify``'s): one function for both."""
     cfg = inp.config
@@ -518,7 +526,7 @@ def assemble_body(inp: BodyInputs, score: RunScore) -> dict[str, Any]:
     bounds = {"bounds": dict(inp.bounds)} if inp.bounds is not None else {}
     return {
         **bounds,
-        "receipt_version": RECEIPT_VERSION if inp.served is not None else PLAIN_RECEIPT_VERSION,
+        "receipt_version": _version(inp.served),
         "kind": RECEIPT_KIND,
         "run_id": inp.run_id,
         "harness": dict(inp.harness),

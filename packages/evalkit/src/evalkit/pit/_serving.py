@@ -35,6 +35,7 @@ import attrs
 import polars as pl
 
 from evalkit.pit._decoys import DECOY_RULE, jittered, with_decoys
+from evalkit.pit._decoys_redacted import CLONE_RULE, Cloned, with_clones
 from evalkit_core import Calendar, Release, ReleaseError, Session, ShiftMap, is_sec_business_day
 
 __all__ = ["HIDDEN_DAYS", "SERVING_RULE", "ServedMask", "serve_mask"]
@@ -62,16 +63,43 @@ class ServedMask:
     indices: tuple[int, ...]  # their calendar indices
     window: frozenset[int]  # the calendar indices of the window's own sessions
     lead: int  # hidden days before the window
+    # the redacted arm as served with clones and drawn instants (receipt version 4), or None (version 3)
+    redacted: Cloned | None = None
 
     def to_json(self) -> dict[str, object]:
-        """What the receipt states (never which rows are decoys, nor ``lead``)."""
-        return {
+        """What the receipt states (never which rows are decoys or clones, nor ``lead``)."""
+        out: dict[str, object] = {
             "rule": SERVING_RULE,
             "hidden_days": HIDDEN_DAYS,
             "shifted_sessions": len(self.sessions),
             "rows_shown": self.arm.height,
             "decoys": len(self.decoys),
         }
+        if self.redacted is not None:
+            out["redacted"] = {
+                "rule": CLONE_RULE,
+                "rows_shown": self.redacted.arm.height,
+                "clones": len(self.redacted.clones),
+            }
+        return out
+
+    def serves(self, arm: str) -> bool:
+        """Whether ``arm``'s cells serve rows of this mask (else the release's own)."""
+        return arm == "shifted" or (arm == "redacted" and self.redacted is not None)
+
+    def frames(self, arm: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """A served arm's shown rows and the main-side rows its entries and order come from."""
+        if arm == "shifted":
+            return self.arm, self.main
+        if arm == "redacted" and self.redacted is not None:
+            return self.redacted.arm, self.redacted.main
+        raise ValueError(f"arm {arm!r} is not served by this mask")
+
+    def apart(self, arm: str) -> frozenset[str]:
+        """The rows of ``arm``'s cells a pick of is accepted and never traded: its decoys or clones."""
+        if arm == "shifted":
+            return self.decoys
+        return self.redacted.clones if arm == "redacted" and self.redacted is not None else frozenset()
 
 
 def lead_for(secret: bytes) -> int:
@@ -80,14 +108,18 @@ def lead_for(secret: bytes) -> int:
     return 1 + draw % (HIDDEN_DAYS - 1)
 
 
-def serve_mask(release: Release, window: tuple[dt.date, dt.date], calendar: Calendar) -> ServedMask:
-    """The served shifted arm of ``release`` (narrowed to the run) over ``window`` (see the module docstring).
-    ReleaseError for a release without a mask secret, or a window too near the calendar's ends to hide."""
+def serve_mask(
+    release: Release, window: tuple[dt.date, dt.date], calendar: Calendar, *, redacted: bool = False
+) -> ServedMask:
+    """The served shifted arm of ``release`` (narrowed to the run) over ``window`` (see the module docstring), and
+    with ``redacted`` the redacted arm served with clones (:mod:`evalkit.pit._decoys_redacted`). ReleaseError for a
+    release without a mask secret, or a window too near the calendar's ends to hide."""
     secret = release.masks.shift_secret
     if secret is None:
         raise ReleaseError(
             f"release {release.name} ({release.format}) has no mask secret: decoys are drawn from one (a release "
-            "of the current format has it)"
+            "of the current format has it); set mask_decoys: false (evalkit run --no-mask-decoys) to run it with "
+            "the masks as released"
         )
     lead = lead_for(secret)
     before = _hidden_days(window[0], lead, -1, calendar)
@@ -109,6 +141,7 @@ def serve_mask(release: Release, window: tuple[dt.date, dt.date], calendar: Cale
         indices=tuple(calendar.index_of(s.date) for s in sessions),
         window=frozenset(calendar.index_of(s.date) for s in real),
         lead=lead,
+        redacted=with_clones(release, calendar) if redacted else None,
     )
 
 

@@ -88,19 +88,18 @@ def cell_views(
     its rows (decoys and drawn times of day) over its extended shift, in the order of the instants shown.
     The run and verify's replay both walk the cells through this, so they see the same views."""
     main = release.arm("main")
-    orders: dict[tuple[bool, Clock], pl.DataFrame] = {}
+    orders: dict[tuple[str, Clock], pl.DataFrame] = {}
     first: dict[Clock, _Lookups] = {}
     for arm in arms:
-        decoyed = served is not None and arm == "shifted"
-        frame = served.arm if served is not None and decoyed else release.arm(arm)
-        main_frame = served.main if served is not None and decoyed else main
-        shift = served.shift if served is not None and decoyed else release.shift
+        decoyed = served is not None and served.serves(arm)
+        frame, main_frame = served.frames(arm) if served is not None and decoyed else (release.arm(arm), main)
+        shift = served.shift if served is not None and arm == "shifted" else release.shift
         rows = ArmRows(frame)
         for name in clocks:
             clock = Clock(name)
-            order = orders.get((decoyed, clock))
+            order = orders.get((arm if decoyed else "", clock))
             if order is None:
-                order = orders[decoyed, clock] = clock_order(main_frame, clock, calendar)
+                order = orders[arm if decoyed else "", clock] = clock_order(main_frame, clock, calendar)
             like = first.get(clock)
             view = CellView(
                 arm, clock, frame, main_frame, calendar, shift, rows, order, like=like, by_shown=decoyed
@@ -274,8 +273,11 @@ class CellView:
         ordered = order.join(arm_frame.with_row_index(_ARM_POS), on="row_key", how="inner", maintain_order="left")
         if self.shift is not None:
             ordered = self._with_shifted_known_at(ordered, arm_frame.select(_ENTRY_FIELDS), clock, calendar, self.shift)
-            if by_shown:
-                ordered = ordered.sort(["entry_index", "shown_known_at", "row_key"], maintain_order=True)
+        elif by_shown:  # a redacted arm whose instants were drawn: the known_at its shown fields give
+            ordered = self._with_shown_known_at(ordered, arm_frame.select(_ENTRY_FIELDS), clock, calendar)
+        if by_shown:
+            ordered = ordered.sort(["entry_index", "shown_known_at", "row_key"], maintain_order=True)
+        self._shown = self.shift is not None or by_shown
         self.frame = ordered
         self.rows = rows if rows is not None else ArmRows(arm_frame)
         self._arm_pos: list[int] = ordered.get_column(_ARM_POS).to_list()
@@ -327,6 +329,19 @@ class CellView:
             out = out.with_columns(pl.Series("shown_known_at", shown, dtype=pl.Datetime("us", "UTC")))
         return out.drop("shown_entry", "image_entry")
 
+    @staticmethod
+    def _with_shown_known_at(ordered: pl.DataFrame, shown: pl.DataFrame, clock: Clock, calendar: Calendar) -> pl.DataFrame:
+        """Add ``shown_known_at``: the clock's rule on the shown (drawn) fields, where it enters at the row's real
+        entry session (drawn instants keep their interval between bells, so always); else the real ``known_at``."""
+        rule = with_entry(shown, clock, calendar).select(
+            "row_key", pl.col("known_at").alias("shown_known_at"), pl.col("entry_index").alias("shown_index")
+        )
+        out = ordered.join(rule, on="row_key", how="left", maintain_order="left")
+        same = pl.col("shown_index") == pl.col("entry_index")
+        return out.with_columns(
+            pl.when(same).then(pl.col("shown_known_at")).otherwise(pl.col("known_at")).alias("shown_known_at")
+        ).drop("shown_index")
+
     def visible_count(self, session_index: int) -> int:
         """How many rows are visible at the session with this calendar index (a prefix of the order)."""
         return bisect.bisect_right(self.entry_index, session_index)
@@ -362,7 +377,7 @@ class CellView:
     def _known_block(self, block: int) -> list[str | None]:
         known = self._known.get(block)
         if known is None:
-            name = "shown_known_at" if self.shift is not None else "known_at"
+            name = "shown_known_at" if self._shown else "known_at"
             part = self.frame.slice(block * _BLOCK, _BLOCK)
             known = self._known[block] = part.select(_as_text(name, part.schema[name], "known_at")).to_series().to_list()
         return known

@@ -280,7 +280,10 @@ def _config_checks(
     ]
     if config is not None:
         try:
-            file_sha = load_config(config).digest()
+            # a recorded config without mask_redacted ran with it off (or predates it: a config file without the
+            # mask fields meant them off then), so the file is read that way too
+            old = not (isinstance(recorded, dict) and "mask_redacted" in recorded)
+            file_sha = load_config(config, recorded=old).digest()
         except ConfigError as exc:  # a config that no longer loads does not match what was run
             if not Path(config).is_file():
                 raise

@@ -175,7 +175,7 @@ def replay_setup(body: Mapping[str, Any], bundle: str | Path) -> ReplaySetup:
     from evalkit_core import nyse
 
     recorded = cast("dict[str, Any]", body["config"])
-    config = RunConfig.from_json({**recorded, "bundle_path": str(bundle)}, source="the receipt's config")
+    config = RunConfig.from_recorded({**recorded, "bundle_path": str(bundle)})
     release = Release.load(bundle, use_cache=False)
     start, end = _check_window(config, release)
     release = release.select(forms=list(config.forms) or None, start=start, end=end)
