@@ -1,4 +1,4 @@
-"""The harness's own entry tables: for each row, the calendar index of the session at whose bell a clock makes it
+"""The harness's own tables of the release: the answer key by row key, and the entry tables: for each row, the calendar index of the session at whose bell a clock makes it
 knowable. The runner decides picks with them (never with anything the agent was handed) and verify's replay
 checks those decisions with the same tables.
 
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
 from evalkit_core import Calendar, Clock, Release, with_entry
 
-__all__ = ["EntryTable", "entries_of", "entry_table", "key_index"]
+__all__ = ["AnswerKey", "EntryTable", "entries_of", "entry_table", "key_index"]
 
 _ENTRY_FIELDS = ("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
 
@@ -68,3 +69,44 @@ def entry_table(
     """The entry table of the release's main arm under ``clock``: what the harness decides picks with (the runner,
     before any agent is called; verify, from the release it reads)."""
     return entries_of(release.arm("main"), clock, calendar, index)
+
+
+class AnswerKey(Mapping[str, Mapping[str, Any]]):
+    """The answer key by row_key, read from its frame only where it is asked: a row is made into a dict when it is
+    looked up (the probe's few items), while what scoring reads of every trade (:meth:`facts`) and the tickers
+    (:meth:`tickers`) come from whole columns. A run's answer key has a row for every filing of the window; dicts
+    for all of them cost seconds and hundreds of MB."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self._frame = frame
+        self._index = {k: i for i, k in enumerate(frame.get_column("row_key").to_list())}
+        self._rows: dict[str, dict[str, Any]] = {}
+
+    def __getitem__(self, key: str) -> Mapping[str, Any]:
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = self._frame.row(self._index[key], named=True)
+        return row
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def facts(self) -> dict[str, tuple[str, int | None, str | None]]:
+        """row_key -> (form, ``acceptance_at`` in microseconds since the epoch or None, ticker or None)."""
+        frame = self._frame
+        accepted = frame.get_column("acceptance_at").dt.epoch("us").to_list()
+        forms = frame.get_column("form").cast(pl.String).to_list()
+        tickers = frame.get_column("ticker").to_list() if "ticker" in frame.columns else [None] * frame.height
+        return dict(zip(self._index, zip(forms, accepted, tickers, strict=True), strict=True))
+
+    def tickers(self) -> list[str]:
+        """Every ticker the answer key names (each once, in first-seen order)."""
+        if "ticker" not in self._frame.columns:
+            return []
+        return [t for t in self._frame.get_column("ticker").unique(maintain_order=True).to_list() if t]

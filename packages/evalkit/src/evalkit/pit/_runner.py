@@ -22,14 +22,14 @@ from evalkit.pit._bindings import agent_code, environment, harness_block
 from evalkit.pit._bounds import ERROR_CHARS, RunBounds, harness_failure, safe_text
 from evalkit.pit._config import RunConfig
 from evalkit.pit._decide import decide
-from evalkit.pit._entries import entries_of, entry_table, key_index
+from evalkit.pit._entries import AnswerKey, entries_of, entry_table, key_index
 from evalkit.pit._gateway import Gateway
 from evalkit.pit._guard import EgressAttempt
 from evalkit.pit._jail import AgentError, AgentJail, AgentJailError, AgentLimits, AgentProcess, EgressStop
 from evalkit.pit._models_call import record_model_call
 from evalkit.pit._prices import Prices
 from evalkit.pit._probe import choose_items, probe_prompt, score_answer
-from evalkit.pit._score import RECEIPT_VERSION, AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
+from evalkit.pit._score import RECEIPT_VERSION, BodyInputs, ScoreInputs, Scorer, assemble_body
 from evalkit.pit._serving import ServedMask, serve_mask
 from evalkit.pit._toolbox import CellView, Toolbox, cell_views
 from evalkit.pit._trajectory import Trajectory, TrajectoryLimit, result_json, tool_line

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
 import attrs
-import polars as pl
 
 from evalkit.pit._config import RECEIPT_NETWORK_POLICY, RunConfig
 from evalkit.pit._decoders import run_decoders
+from evalkit.pit._entries import AnswerKey
 from evalkit.pit._holdout import post_cutoff as holdout_rule
 from evalkit.pit._probe import score_answer
 from evalkit.pit._serving import ServedMask
@@ -71,47 +71,6 @@ _MICROSECOND = dt.timedelta(microseconds=1)
 PROBE_ANSWER_CHARS = (
     2000  # how much of each probe answer the receipt body repeats (the trajectory has it whole)
 )
-
-
-class AnswerKey(Mapping[str, Mapping[str, Any]]):
-    """The answer key by row_key, read from its frame only where it is asked: a row is made into a dict when it is
-    looked up (the probe's few items), while what scoring reads of every trade (:meth:`facts`) and the tickers
-    (:meth:`tickers`) come from whole columns. A run's answer key has a row for every filing of the window; dicts
-    for all of them cost seconds and hundreds of MB."""
-
-    def __init__(self, frame: pl.DataFrame) -> None:
-        self._frame = frame
-        self._index = {k: i for i, k in enumerate(frame.get_column("row_key").to_list())}
-        self._rows: dict[str, dict[str, Any]] = {}
-
-    def __getitem__(self, key: str) -> Mapping[str, Any]:
-        row = self._rows.get(key)
-        if row is None:
-            row = self._rows[key] = self._frame.row(self._index[key], named=True)
-        return row
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._index
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def facts(self) -> dict[str, tuple[str, int | None, str | None]]:
-        """row_key -> (form, ``acceptance_at`` in microseconds since the epoch or None, ticker or None)."""
-        frame = self._frame
-        accepted = frame.get_column("acceptance_at").dt.epoch("us").to_list()
-        forms = frame.get_column("form").cast(pl.String).to_list()
-        tickers = frame.get_column("ticker").to_list() if "ticker" in frame.columns else [None] * frame.height
-        return dict(zip(self._index, zip(forms, accepted, tickers, strict=True), strict=True))
-
-    def tickers(self) -> list[str]:
-        """Every ticker the answer key names (each once, in first-seen order)."""
-        if "ticker" not in self._frame.columns:
-            return []
-        return [t for t in self._frame.get_column("ticker").unique(maintain_order=True).to_list() if t]
 
 
 @attrs.frozen

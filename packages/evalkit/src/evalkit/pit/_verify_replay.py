@@ -260,9 +260,10 @@ def replay_body(
     ``walker`` makes the pass over the trajectory (default: in this process, on one core);
     :func:`evalkit.pit._verify_pools.walker` gives one that walks the cells on several processes or Ray actors,
     with the same result."""
+    from evalkit.pit._entries import AnswerKey
     from evalkit.pit._prices import load_prices
     from evalkit.pit._runner import opens_for, run_id_for
-    from evalkit.pit._score import AnswerKey, BodyInputs, ScoreInputs, Scorer, assemble_body
+    from evalkit.pit._score import BodyInputs, ScoreInputs, Scorer, assemble_body
 
     traj = Path(trajectory)
     try:
