@@ -97,3 +97,23 @@ def test_entry_tables_share_one_index_and_answer_as_dicts(synth_release: Release
             assert odd not in table
     with pytest.raises(ValueError, match="one entry per key"):
         EntryTable(index, [1, 2])
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 86_399), st.integers(0, 30)), min_size=1, max_size=60),
+    st.integers(-100, 86_500),
+)
+def test_the_nearest_time_of_day_by_bisection_is_the_scan(cands: list[tuple[int, int]], tod: int) -> None:
+    """The decoder's nearest-time lookup (bisection over sorted times) names the dates a scan of every candidate
+    names, in the record's order, ties on both sides included."""
+    import datetime as dt
+
+    from evalkit.pit._decoders_served import _nearest_dates  # pyright: ignore[reportPrivateUsage]
+
+    rows = [(t, dt.date(2020, 1, 1) + dt.timedelta(days=d)) for t, d in cands]
+    gap = min(abs(t - tod) for t, _ in rows)
+    want = tuple(d for t, d in rows if abs(t - tod) == gap)
+    group: dict[int, list[tuple[int, dt.date]]] = {}
+    for i, (t, d) in enumerate(rows):
+        group.setdefault(t, []).append((i, d))
+    assert _nearest_dates(group, sorted(group), tod) == want

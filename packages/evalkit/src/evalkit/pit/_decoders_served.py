@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -199,17 +199,33 @@ def nearest_time_of_day(arm: pl.DataFrame, record: pl.DataFrame) -> dict[str, tu
     ref = record.filter(pl.col("acceptance_at").is_not_null()).select(
         "form", _tod(), _segment(), "partition_date"
     )
-    by: dict[tuple[str, int], list[tuple[int, dt.date]]] = {}
-    for form, tod, seg, day in ref.iter_rows():
-        by.setdefault((form, seg), []).append((tod, day))
+    # per (form, time class): each time of day's record rows (their place in the record, their date), and the
+    # times sorted, so the nearest are found by bisection (not by a scan of every candidate for every row)
+    by: dict[tuple[str, int], dict[int, list[tuple[int, dt.date]]]] = {}
+    for i, (form, tod, seg, day) in enumerate(ref.iter_rows()):
+        by.setdefault((form, seg), {}).setdefault(tod, []).append((i, day))
+    times = {k: sorted(g) for k, g in by.items()}
+    memo: dict[tuple[str, int, int], tuple[dt.date, ...]] = {}
     out: dict[str, tuple[dt.date, ...]] = {}
     shown = arm.filter(pl.col("acceptance_at").is_not_null()).select("row_key", "form", _tod(), _segment())
     for key, form, tod, seg in shown.iter_rows():
-        cands = by.get((form, seg))
-        if cands:
-            gap = min(abs(t - tod) for t, _ in cands)
-            out[key] = tuple(d for t, d in cands if abs(t - tod) == gap)
+        group = by.get((form, seg))
+        if not group:
+            continue
+        found = memo.get((form, seg, tod))
+        if found is None:
+            found = memo[form, seg, tod] = _nearest_dates(group, times[form, seg], tod)
+        out[key] = found
     return out
+
+
+def _nearest_dates(group: Mapping[int, list[tuple[int, dt.date]]], times: list[int], tod: int) -> tuple[dt.date, ...]:
+    """The dates of the record rows whose time of day is nearest ``tod`` (both sides on a tie), in record order."""
+    j = bisect.bisect_left(times, tod)
+    near = times[max(j - 1, 0) : j + 1]
+    gap = min(abs(t - tod) for t in near)
+    rows = sorted(r for t in near if abs(t - tod) == gap for r in group[t])
+    return tuple(d for _, d in rows)
 
 
 def _cells(frame: pl.DataFrame) -> tuple[list[dt.date], list[Counter[tuple[str, int]]]]:
