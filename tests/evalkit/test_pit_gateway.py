@@ -135,6 +135,7 @@ def test_pit_run_through_the_gateway(
         bundle_path=str(small_release), arms=("main", "shifted"), clocks=("pit",), probe_items=2,
         model_version="scripted-model", training_cutoff="2022-12-31",
         trajectory_path=str(tmp_path / "t.jsonl"), receipt_path=str(tmp_path / "r.json"),
+        mask_decoys=False,  # the count below is per session of the window (a served shifted arm adds hidden days)
     )
     result = run(resolve_agent("gateway_spy_agent:agent"), cfg, Release.load(small_release))
     body = result.body

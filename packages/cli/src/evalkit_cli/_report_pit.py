@@ -128,9 +128,12 @@ def _pit_cumulative(
     for arm, clock in order:
         values: list[float | int | None] = []
         if scorer is not None:
-            ret, _sessions = scorer
+            ret, _sessions, place = scorer
             total, n = 0.0, 0
-            for i, (picks, _) in enumerate(per_cell[arm, clock]):
+            for j, (picks, _) in enumerate(per_cell[arm, clock]):
+                i = place(arm, j)  # the window's session number of the cell's j-th decision (None: a hidden day)
+                if i is None:
+                    continue
                 for k in picks:
                     r = ret(k, i)
                     if r is not None:
@@ -153,7 +156,8 @@ def _pit_cumulative(
 
 
 def _return_of(body: Mapping[str, Any], bundle: Path, prices: Path | None) -> Any:
-    """(return_of(row_key, session_number) -> float | None, sessions) with the harness's own inputs and rule."""
+    """(return_of(row_key, session_number) -> float | None, sessions, place(arm, decision_number) -> session_number
+    or None) with the harness's own inputs and rule."""
     from evalkit.pit import RunConfig, load_prices
     from evalkit.pit._runner import _check_window, answers_by_key, opens_for  # pyright: ignore[reportPrivateUsage]
     from evalkit_core import EvalkitError, Release, nyse
@@ -178,6 +182,21 @@ def _return_of(body: Mapping[str, Any], bundle: Path, prices: Path | None) -> An
     index = [calendar.index_of(s.date) for s in sessions]
     hold = config.hold_sessions
 
+    # A served shifted cell also runs hidden days around the window (their picks are never traded): its j-th
+    # decision is at the j-th session it served, rebuilt from the release's secret as the run and verify do.
+    from evalkit.pit._runner import served_for  # pyright: ignore[reportPrivateUsage]
+
+    try:
+        served = served_for(config, release, (start, end), calendar)
+    except EvalkitError:
+        return None
+    window_pos = {calendar_index: n for n, calendar_index in enumerate(index)}
+
+    def place(arm: str, j: int) -> int | None:
+        if served is None or arm != "shifted":
+            return j
+        return window_pos.get(served.indices[j]) if j < len(served.indices) else None
+
     def ret(row_key: str, i: int) -> float | None:
         truth = answers.get(row_key)
         if truth is None or i >= len(index):
@@ -191,7 +210,7 @@ def _return_of(body: Mapping[str, Any], bundle: Path, prices: Path | None) -> An
             return None
         return p_out / p_in - 1.0
 
-    return ret, [s.date for s in sessions]
+    return ret, [s.date for s in sessions], place
 
 
 def _demo_inputs(body: Mapping[str, Any]) -> tuple[Path | None, Path | None]:
