@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -27,6 +29,10 @@ def cat(
     for _ in trajectory_chunks(path):  # read it whole first: a damaged file writes nothing to stdout
         pass
     out = sys.stdout.buffer
-    for chunk in trajectory_chunks(path):
-        out.write(chunk)
-    out.flush()
+    try:
+        for chunk in trajectory_chunks(path):
+            out.write(chunk)
+        out.flush()
+    except BrokenPipeError:  # the reader had enough (`| head`): as cat, stop quietly with SIGPIPE's status
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's own last flush
+        raise SystemExit(128 + signal.SIGPIPE) from None
