@@ -159,7 +159,12 @@ def _return_of(body: Mapping[str, Any], bundle: Path, prices: Path | None) -> An
     """(return_of(row_key, session_number) -> float | None, sessions, place(arm, decision_number) -> session_number
     or None) with the harness's own inputs and rule."""
     from evalkit.pit import RunConfig, load_prices
-    from evalkit.pit._runner import _check_window, answers_by_key, opens_for  # pyright: ignore[reportPrivateUsage]
+    from evalkit.pit._runner import (
+        _check_window,  # pyright: ignore[reportPrivateUsage]
+        answers_by_key,
+        opens_for,
+        served_for,
+    )
     from evalkit_core import EvalkitError, Release, nyse
 
     try:
@@ -184,8 +189,6 @@ def _return_of(body: Mapping[str, Any], bundle: Path, prices: Path | None) -> An
 
     # A served shifted cell also runs hidden days around the window (their picks are never traded): its j-th
     # decision is at the j-th session it served, rebuilt from the release's secret as the run and verify do.
-    from evalkit.pit._runner import served_for  # pyright: ignore[reportPrivateUsage]
-
     try:
         served = served_for(config, release, (start, end), calendar)
     except EvalkitError:
