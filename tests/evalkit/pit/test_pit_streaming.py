@@ -117,3 +117,28 @@ def test_the_nearest_time_of_day_by_bisection_is_the_scan(cands: list[tuple[int,
     for i, (t, d) in enumerate(rows):
         group.setdefault(t, []).append((i, d))
     assert _nearest_dates(group, sorted(group), tod) == want
+
+
+_ODD_TEXT = ['say "hi"', "back\\slash", "tab\there", "ctl\x01\x1f", "line\u2028sep", "emoji \U0001f600", "é ñ 中文", "", "}{],["]
+
+
+def test_rows_sent_as_text_survive_every_character_a_release_can_hold(synth_release: Release) -> None:
+    """Titles and issuers holding what canonical JSON escapes (quotes, backslashes, control characters), separators
+    JSON allows raw, text outside the BMP and JSON punctuation: the agent's decoded rows are the rendered rows."""
+    import polars as pl
+
+    cal = nyse()
+    main = synth_release.arm("main")
+    odd = pl.Series([_ODD_TEXT[i % len(_ODD_TEXT)] for i in range(main.height)], dtype=pl.String)
+    arm = main.with_columns(odd.alias("title"), odd.reverse().alias("issuer"))
+    view = CellView("main", Clock("pit"), arm, main, cal)
+    s_idx = cal.index_of(cal.between("2023-02-01", "2023-03-31")[-1].date)
+    rendered = Toolbox(view, s_idx, lambda *_: None)
+    lean = Toolbox(view, s_idx, lambda *_: None, render_rows=False)
+    seen: set[str] = set()
+    for offset in range(0, 400, 100):
+        want = rendered.call("pit_list", {"limit": 100, "offset": offset})
+        message = _result_message(lean, lean.call("pit_list", {"limit": 100, "offset": offset}))
+        assert {**message[1], message[2]: json.loads(message[3])} == want
+        seen.update(r["title"] for r in want["rows"])
+    assert set(_ODD_TEXT) <= seen
