@@ -342,6 +342,8 @@ class Release:
             raise ReleaseError(f"window {s}..{e} is outside release {self.root} (its window is {w0}..{w1})")
         cond = cond & pl.col("partition_date").is_between(s, e)
         keys = main.filter(cond).get_column("row_key")
+        if keys.len() == main.height:  # every row: the release itself (a filtered copy would double its memory)
+            return self
         arms = {a: f.filter(pl.col("row_key").is_in(keys.implode())) for a, f in self.arms.items()}
         ak = self.answer_key.filter(pl.col("row_key").is_in(keys.implode()))
         return attrs.evolve(self, arms=arms, answer_key=ak)

@@ -143,6 +143,11 @@ class _Rows:
         for s, r in zip(self.shown, self.real, strict=True):
             by_shown.setdefault(s, Counter())[r] += 1
         self.by_shown = by_shown
+        # shown date -> form -> real issuers: what an issuer guess made for a shown date is scored against
+        issued: dict[dt.date, dict[str, Counter[str | None]]] = {}
+        for s, f, who in zip(self.shown, self.forms, self.issuers, strict=True):
+            issued.setdefault(s, {}).setdefault(f, Counter())[who] += 1
+        self.issued = issued
 
     def dates_hit(self, guess: _Guess) -> int:
         """How many rows' real dates ``guess`` (shown date -> real date) names."""
@@ -163,6 +168,30 @@ class _Reference:
         return found[0] if found is not None and len(found) == 1 else None
 
 
+class _Hits:
+    """``hits(shown, day)``: how many of the arm's real rows shown at ``shown`` have the issuer the record singles
+    out by their form at ``day`` (what a guess of ``day`` for every row shown at ``shown`` names), each pair counted
+    once: the decoders' guesses are functions of the shown date, so scoring them per shown date, not per row, gives
+    the same counts."""
+
+    def __init__(self, rows: _Rows, ref: _Reference) -> None:
+        self.issued = rows.issued
+        self.issuer_of = ref.issuer_of
+        self.cache: dict[tuple[dt.date, dt.date | None], int] = {}
+
+    def __call__(self, shown: dt.date, day: dt.date | None) -> int:
+        key = (shown, day)
+        found = self.cache.get(key)
+        if found is None:
+            forms = self.issued.get(shown, {})
+            found = self.cache[key] = sum(who[self.issuer_of(f, day)] for f, who in forms.items())
+        return found
+
+    def of(self, guess: _Guess) -> int:
+        """The rows whose issuer a guess of one date per shown date names."""
+        return sum(self(s, guess(s)) for s in self.issued)
+
+
 def _shifted(
     arm: pl.DataFrame,
     main: pl.DataFrame,
@@ -173,6 +202,7 @@ def _shifted(
 ) -> dict[str, Any]:
     rows = _Rows(arm, truth)
     ref = _Reference(main)
+    hits = _Hits(rows, ref)
     dates = [s.date for s in cal.all]
 
     def by_offset(c: int) -> _Guess:
@@ -184,10 +214,7 @@ def _shifted(
             return dates[j] + (shown - dates[i])
         return guess
 
-    def issuers_for(guess: _Guess) -> int:
-        return sum(
-            ref.issuer_of(f, guess(s)) == who for f, s, who in zip(rows.forms, rows.shown, rows.issuers, strict=True)
-        )
+    issuers_for = hits.of
 
     decoders: list[dict[str, Any]] = []
     if rows.n:
@@ -226,7 +253,7 @@ def _shifted(
         g = by_offset(r0 - bisect.bisect_left(dates, first))
         decoders.append(_figure("window_anchor", "window", rows.n, rows.dates_hit(g), issuers_for(g)))
         if served:  # the attackers written against decoys, drawn times and the hidden window
-            decoders.extend(_against_decoys(rows, ref, cal))
+            decoders.extend(_against_decoys(rows, ref, hits, cal))
             return {"rows": rows.n, "decoders": decoders}
         # (b) per-day counts and form mixes aligned against the record.
         g = _count_alignment(rows, ref)
@@ -295,13 +322,11 @@ def _sec_calendar_fingerprint(rows: _Rows, cal: Calendar) -> dict[str, Any]:
     return _figure("sec_calendar_fingerprint", "public", rows.n, hit, issuers)
 
 
-def _against_decoys(rows: _Rows, ref: _Reference, cal: Calendar) -> list[dict[str, Any]]:
+def _against_decoys(rows: _Rows, ref: _Reference, hits: _Hits, cal: Calendar) -> list[dict[str, Any]]:
     """:mod:`evalkit.pit._decoders_served`'s attackers on a served arm, scored over its real rows."""
     from evalkit.pit import _decoders_served as d
 
     arm, record = rows.arm, ref.main
-    pairs = list(zip(rows.shown, rows.real, strict=True))
-    issued = list(zip(rows.shown, rows.forms, rows.issuers, strict=True))
     attacks: list[tuple[str, str, list[d.Guess]]] = [
         ("window_placement", "window", d.window_placement(arm, record)),
         ("count_alignment", "record", d.count_alignment(arm, record)),
@@ -311,7 +336,7 @@ def _against_decoys(rows: _Rows, ref: _Reference, cal: Calendar) -> list[dict[st
         ("containment", "record", d.containment(arm, record)),
     ]
     out = [
-        _figure(name, kind, rows.n, d.expected(pairs, g), d.issuer_hits(issued, g, ref.issuer_of))
+        _figure(name, kind, rows.n, d.expected(rows.by_shown, g), d.issuer_hits(list(rows.issued), g, hits))
         for name, kind, g in attacks
     ]
     out.append(_time_of_day(rows, record))
@@ -461,12 +486,11 @@ def _window_uniform(
     days = [window[0] + dt.timedelta(days=k) for k in range((window[1] - window[0]).days + 1)]
     days = [d for d in days if is_sec_business_day(d)]
     rows = _Rows(arm, truth)
+    hits = _Hits(rows, ref)
     w = len(days) or 1
     filing_days = set(days)
     dates = sum(r in filing_days for r in rows.real) / w
-    issuers = sum(
-        sum(ref.issuer_of(f, d) == who for d in days) for f, who in zip(rows.forms, rows.issuers, strict=True)
-    ) / w
+    issuers = sum(hits(s, d) for s in rows.issued for d in days) / w
     figure = _figure("window_uniform_guess", "window", rows.n, dates, issuers)
     limit = None
     if 1 / w > THRESHOLD:

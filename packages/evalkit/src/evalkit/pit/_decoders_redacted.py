@@ -30,32 +30,41 @@ from typing import Any
 
 import polars as pl
 
-from evalkit.pit._decoys_redacted import Signature, signature
+from evalkit.pit._decoys_redacted import Signature, signatures
 
 __all__ = ["redacted_attacks"]
 
+
+_SIG = "\x00signature"  # a row dict's own signature (no column has this name)
 
 def redacted_attacks(
     arm: pl.DataFrame, main: pl.DataFrame, truth: pl.DataFrame, opens: Sequence[dt.datetime]
 ) -> list[tuple[str, float]]:
     """Each attacker's name and its expected count of real rows whose issuer it names (module docstring)."""
     issuer_of: dict[str, str] = dict(truth.select("row_key", "issuer").iter_rows())
-    shown = list(arm.select("row_key", "form", "partition_date", "published_at", "acceptance_at", "disseminated_at").iter_rows(named=True))
-    record = list(main.select("form", "partition_date", "published_at", "acceptance_at", "disseminated_at", "issuer").iter_rows(named=True))
+    shown_frame = arm.select("row_key", "form", "partition_date", "published_at", "acceptance_at", "disseminated_at")
+    record_frame = main.select("form", "partition_date", "published_at", "acceptance_at", "disseminated_at", "issuer")
+    shown = list(shown_frame.iter_rows(named=True))
+    record = list(record_frame.iter_rows(named=True))
+    # every row's signature, computed once over whole columns (the attackers below group by it)
+    for rows, frame in ((shown, shown_frame), (record, record_frame)):
+        for r, sig in zip(rows, signatures(frame, opens), strict=True):
+            r[_SIG] = sig
     out: list[tuple[str, float]] = []
 
     def by_date(r: dict[str, Any]) -> Any:
         return (r["form"], r["partition_date"])
 
     def by_sig(r: dict[str, Any]) -> Any:
-        return signature(r, opens)
+        return r[_SIG]
 
+    groups = _groups(shown, record)
     out.append(("date_form_match", _uniform(shown, record, issuer_of, by_date)))
     out.append(("signature_match", _uniform(shown, record, issuer_of, by_sig)))
     out.append(("instant_match", _exact(shown, record, issuer_of, "acceptance_at")))
     out.append(("dissemination_match", _exact(shown, record, issuer_of, "disseminated_at")))
-    out.append(("nearest_instant", _nearest(shown, record, issuer_of, opens)))
-    out.append(("row_order", _by_order(shown, record, issuer_of, opens)))
+    out.append(("nearest_instant", _nearest(groups, issuer_of)))
+    out.append(("row_order", _by_order(groups, issuer_of)))
     return out
 
 
@@ -88,24 +97,23 @@ def _exact(shown: list[dict[str, Any]], record: list[dict[str, Any]], issuer_of:
     return total
 
 
-def _groups(
-    shown: list[dict[str, Any]], record: list[dict[str, Any]], opens: Sequence[dt.datetime]
-) -> dict[Signature, tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
-    out: dict[Signature, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+_Groups = dict[Signature, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+
+
+def _groups(shown: list[dict[str, Any]], record: list[dict[str, Any]]) -> _Groups:
+    out: _Groups = {}
     for r in shown:
-        out.setdefault(signature(r, opens), ([], []))[0].append(r)
+        out.setdefault(r[_SIG], ([], []))[0].append(r)
     for r in record:
-        out.setdefault(signature(r, opens), ([], []))[1].append(r)
+        out.setdefault(r[_SIG], ([], []))[1].append(r)
     return out
 
 
-def _nearest(
-    shown: list[dict[str, Any]], record: list[dict[str, Any]], issuer_of: dict[str, str], opens: Sequence[dt.datetime]
-) -> float:
+def _nearest(groups: _Groups, issuer_of: dict[str, str]) -> float:
     """Per signature group with acceptance instants: the least-total-distance one-to-one matching (in one
     dimension an order-keeping one is optimal: a dynamic programme over both sorted lists)."""
     total = 0.0
-    for sig, (rows, filed) in _groups(shown, record, opens).items():
+    for sig, (rows, filed) in groups.items():
         if sig[3] is None or not rows or not filed:
             continue
         a = sorted(filed, key=lambda r: r["acceptance_at"])
@@ -139,13 +147,11 @@ def _match_1d(a: Sequence[float], b: Sequence[float]) -> list[tuple[int, int]]:
     return pairs
 
 
-def _by_order(
-    shown: list[dict[str, Any]], record: list[dict[str, Any]], issuer_of: dict[str, str], opens: Sequence[dt.datetime]
-) -> float:
+def _by_order(groups: _Groups, issuer_of: dict[str, str]) -> float:
     """Per signature group: the k-th of r record filings (real order) to the shown row at quantile (k + 1/2) / r of
     the group's rows in the arm's order."""
     total = 0.0
-    for rows, filed in _groups(shown, record, opens).values():
+    for rows, filed in groups.values():
         if not rows or not filed:
             continue
         real = sorted(filed, key=lambda r: (r["acceptance_at"] is None, r["acceptance_at"] or dt.datetime.min.replace(tzinfo=dt.UTC)))

@@ -15,7 +15,7 @@ import bisect
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from fractions import Fraction
 
 import polars as pl
 
@@ -42,18 +42,32 @@ _SEGMENTS = (
 )  # the time classes' bounds (:func:`_decoys.time_class`)
 
 
-def expected(pairs: Sequence[tuple[dt.date, dt.date]], guesses: Sequence[Guess]) -> float:
-    """Of real rows' (shown date, real date) ``pairs``: the expected number whose date a uniform pick among
-    ``guesses`` names."""
-    if not guesses or not pairs:
+def expected(
+    pairs: Sequence[tuple[dt.date, dt.date]] | Mapping[dt.date, Counter[dt.date]], guesses: Sequence[Guess]
+) -> float:
+    """Of real rows' (shown date, real date) ``pairs`` (or their real dates counted per shown date): the expected
+    number whose date a uniform pick among ``guesses`` names. Scored once per shown date (a guess is a function of
+    it) and summed exactly (fractions): the figure does not depend on the order."""
+    by_shown: Mapping[dt.date, Counter[dt.date]]
+    if isinstance(pairs, Mapping):
+        by_shown = pairs
+    else:
+        counted: dict[dt.date, Counter[dt.date]] = {}
+        by_shown = counted
+        for shown, real in pairs:
+            counted.setdefault(shown, Counter())[real] += 1
+    if not guesses or not by_shown:
         return 0.0
-
-    def credit(guess: dt.date | tuple[dt.date, ...] | None, real: dt.date) -> float:
-        if isinstance(guess, tuple):
-            return guess.count(real) / len(guess) if guess else 0.0
-        return float(guess == real)
-
-    return sum(sum(credit(g(s), r) for s, r in pairs) for g in guesses) / len(guesses)
+    total = Fraction(0)
+    for g in guesses:
+        for shown, reals in by_shown.items():
+            guess = g(shown)
+            if isinstance(guess, tuple):
+                if guess:
+                    total += Fraction(sum(reals[d] for d in guess), len(guess))
+            elif guess is not None:
+                total += reals[guess]
+    return float(total / len(guesses))
 
 
 def _per_day(frame: pl.DataFrame, forms: Sequence[str]) -> tuple[list[dt.date], list[list[int]]]:
@@ -271,19 +285,21 @@ def window_placement(arm: pl.DataFrame, record: pl.DataFrame) -> list[Guess]:
 
 
 def issuer_hits(
-    rows: Sequence[tuple[dt.date, str, str]],
+    shown_days: Sequence[dt.date],
     guesses: Sequence[Guess],
-    issuer_of: Callable[[str, dt.date | None], Any],
+    hits: Callable[[dt.date, dt.date | None], int],
 ) -> float:
-    """Of real rows' (shown date, form, real issuer): the expected number whose issuer the record singles out at
-    the guessed date (a uniform pick among ``guesses``, and among a guess's dates)."""
+    """Of real rows: the expected number whose issuer the record singles out at the guessed date (a uniform pick
+    among ``guesses``, and among a guess's dates). ``hits(shown, day)`` counts the real rows shown at ``shown``
+    whose issuer the record names by their form at ``day``; ``shown_days`` are the days real rows are shown at.
+    Summed exactly (fractions)."""
     if not guesses:
         return 0.0
-    total = 0.0
+    total = Fraction(0)
     for g in guesses:
-        for shown, form, who in rows:
+        for shown in shown_days:
             guess = g(shown)
             options = guess if isinstance(guess, tuple) else (guess,)
             if options:
-                total += sum(issuer_of(form, d) == who for d in options) / len(options)
-    return total / len(guesses)
+                total += Fraction(sum(hits(shown, d) for d in options), len(options))
+    return float(total / len(guesses))

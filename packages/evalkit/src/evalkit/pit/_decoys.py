@@ -36,6 +36,7 @@ is served with clones of each row's own signature instead: :mod:`evalkit.pit._de
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import hmac
 from collections.abc import Callable, Mapping, Sequence
@@ -44,7 +45,7 @@ from typing import Any
 import attrs
 import polars as pl
 
-from evalkit_core import Filing, Release, arm_rows, is_sec_business_day, nyse, parse_instant
+from evalkit_core import Filing, Release, arm_rows, is_sec_business_day, nyse
 
 __all__ = ["DECOY_RULE", "Decoyed", "draw_bounds", "draw_in", "jittered", "time_class", "with_decoys"]
 
@@ -66,25 +67,26 @@ DECOY_RULE = (
 @attrs.frozen
 class Decoyed:
     """A release's masked arms with decoys (the main arm untouched) and what only the harness may hold: which
-    rows are decoys, their answer-key rows and the main-arm rows their entries are computed from."""
+    rows are decoys and the main-arm rows their entries are computed from."""
 
     arms: Mapping[str, pl.DataFrame]
     real_side: pl.DataFrame
-    answer_rows: pl.DataFrame
     decoys: frozenset[str]
 
 
-def with_decoys(release: Release, *, floor: int = 0, extra_days: Sequence[dt.date] = ()) -> Decoyed:
+def with_decoys(
+    release: Release, *, floor: int = 0, extra_days: Sequence[dt.date] = (), arms: Sequence[str] = ("redacted", "shifted")
+) -> Decoyed:
     """Decoys for ``release`` (narrowed to the run) drawn from its mask secret (see the module docstring);
     ``extra_days`` (real-side filing dates inside the release's shift table) hold decoys only: the padding of a
-    hidden window."""
+    hidden window. ``arms``: the masked arms to build with decoys (the runner serves the shifted one)."""
     secret = release.masks.shift_secret
     if secret is None:
         raise ValueError(f"release {release.name} ({release.format}) has no mask secret to draw decoys from")
     main = release.arm("main")
     templates: dict[tuple[str, int], list[dict[str, Any]]] = {}
     counts: dict[tuple[dt.date, tuple[str, int]], int] = {}
-    for row in main.sort("row_key").iter_rows(named=True):
+    for row in main.select(TEMPLATE_FIELDS).sort("row_key").iter_rows(named=True):
         cell = (row["form"], time_class(row["acceptance_at"]))
         templates.setdefault(cell, []).append(row)
         counts[row["partition_date"], cell] = counts.get((row["partition_date"], cell), 0) + 1
@@ -94,7 +96,11 @@ def with_decoys(release: Release, *, floor: int = 0, extra_days: Sequence[dt.dat
     def is_session(day: dt.date) -> bool:
         return calendar.session_on(day) is not None
 
-    filings: list[Filing] = []
+    # each decoy's rows go straight into the columns of the frames built (never a list of every decoy's rows)
+    place = {"redacted": 1, "shifted": 2}
+    real_side = _Columns(main.schema)
+    shown = {arm: _Columns(release.arm(arm).schema) for arm in arms}
+    keys: list[str] = []
     for cell in sorted(templates):
         name = f"{cell[0]}\x00{cell[1]}"
         real = sorted(templates[cell], key=lambda t: _mac(secret, "order", name, t["row_key"]))
@@ -104,27 +110,30 @@ def with_decoys(release: Release, *, floor: int = 0, extra_days: Sequence[dt.dat
         for day in days:
             for k in range(most - counts.get((day, cell), 0)):
                 turn = _next_template(real, turn, day, is_session)
-                filings.append(_decoy(secret, day, name, k, real[turn % len(real)]))
+                rows = arm_rows(_decoy(secret, day, name, k, real[turn % len(real)]), release.masks)
+                keys.append(rows[0]["row_key"])
+                real_side.add(rows[0])
+                for arm, columns in shown.items():
+                    columns.add(rows[place[arm]])
                 turn += 1
-    rows = [arm_rows(f, release.masks) for f in filings]
-    keys = [r[0]["row_key"] for r in rows]
     taken = set(main.get_column("row_key").to_list())
     if len(set(keys)) != len(keys) or taken.intersection(keys):  # 80 bits: never expected, never silent
         raise ValueError("a decoy's row key collides with another row's")
-    arms = {
-        "redacted": _joined(release.arm("redacted"), [r[1] for r in rows]),
-        "shifted": _joined(release.arm("shifted"), [r[2] for r in rows]),
-    }
-    return Decoyed(
-        arms=arms,
-        real_side=_frame([r[0] for r in rows], main.schema),
-        answer_rows=_frame([r[3] for r in rows], release.answer_key.schema),
-        decoys=frozenset(keys),
-    )
+    built = {arm: _joined(release.arm(arm), columns.frame()) for arm, columns in shown.items()}
+    return Decoyed(arms=built, real_side=real_side.frame(), decoys=frozenset(keys))
 
 
 def _mac(secret: bytes, *parts: str) -> bytes:
-    return hmac.new(secret, _TAG + "\x00".join(parts).encode(), hashlib.sha256).digest()
+    """HMAC-SHA256(secret, 'evalkit-decoy/1' NUL parts joined by NUL)."""
+    h = _keyed(secret).copy()
+    h.update(_TAG + "\x00".join(parts).encode())
+    return h.digest()
+
+
+@functools.lru_cache(maxsize=8)
+def _keyed(secret: bytes) -> hmac.HMAC:
+    """The HMAC keyed with ``secret`` and fed nothing: copied for each message (keying it is half the cost)."""
+    return hmac.new(secret, digestmod=hashlib.sha256)
 
 
 def _next_template(
@@ -181,6 +190,7 @@ def _decoy(secret: bytes, day: dt.date, cell: str, k: int, t: Mapping[str, Any])
     )
 
 
+@functools.lru_cache(maxsize=1 << 16)  # pure; a decoy's move is asked for twice, and days repeat
 def _moved(t: dt.datetime | None, origin: dt.date, day: dt.date) -> dt.datetime | None:
     """``t``, an instant of a filing dated ``origin``, for the same filing dated ``day``: as many SEC business days
     before (or after) ``day`` as it was from ``origin``, at the same New York time of day (a Friday-evening
@@ -202,6 +212,7 @@ def _moved(t: dt.datetime | None, origin: dt.date, day: dt.date) -> dt.datetime 
     return dt.datetime.combine(target, local.time().replace(tzinfo=None)).replace(tzinfo=ny).astimezone(dt.UTC)
 
 
+@functools.lru_cache(maxsize=1 << 12)  # pure; a decoy's move is asked for twice, and days repeat
 def _business_days_between(a: dt.date, b: dt.date) -> int:
     """SEC business days from ``a`` to ``b`` (both business days): positive when ``a`` is earlier."""
     sign, lo, hi = (1, a, b) if a <= b else (-1, b, a)
@@ -212,6 +223,7 @@ def _business_days_between(a: dt.date, b: dt.date) -> int:
     return sign * n
 
 
+@functools.lru_cache(maxsize=1 << 12)  # pure; a decoy's move is asked for twice, and days repeat
 def _step(day: dt.date, direction: int) -> dt.date:
     d = day + dt.timedelta(days=direction)
     while not is_sec_business_day(d):
@@ -219,22 +231,53 @@ def _step(day: dt.date, direction: int) -> dt.date:
     return d
 
 
-def _frame(rows: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
-    """Rows as the release writer renders them (ISO dates, ``...Z`` instants) read back into ``schema``."""
-    columns: dict[str, list[Any]] = {name: [] for name in schema}
-    for row in rows:
-        for name, kind in schema.items():
-            v = row.get(name)
-            if v is not None and kind == pl.Date:
-                v = dt.date.fromisoformat(v)
-            elif v is not None and isinstance(kind, pl.Datetime):
-                v = parse_instant(v)
-            columns[name].append(v)
-    return pl.DataFrame(columns, schema=dict(schema))
+# what a decoy or a clone is made from: a real row's fields but its title, accession and URL
+TEMPLATE_FIELDS = ("row_key", "form", "cik", "issuer", "partition_date", "published_at", "acceptance_at", "disseminated_at")
+_INSTANT = "%Y-%m-%dT%H:%M:%SZ"
+_CHUNK = 1 << 15  # the release's one rendering of an instant (evalkit_core.format_instant)
 
 
-def _joined(arm: pl.DataFrame, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
-    both = pl.concat([arm, _frame(rows, arm.schema)], how="vertical")
+class _Columns:
+    """Rows as the release writer renders them (ISO dates, ``...Z`` instants), kept as columns and read into
+    ``schema`` over whole columns by polars (per-value Python parsing costs seconds at EDGAR's density), a chunk of
+    :data:`_CHUNK` rows at a time: the Python objects held at once are one chunk's, whatever the count."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.schema = dict(schema)
+        self.values: dict[str, list[Any]] = {name: [] for name in schema}
+        self.chunks: list[pl.DataFrame] = []
+        self.rows = 0
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        for name, values in self.values.items():
+            values.append(row.get(name))
+        self.rows += 1
+        if self.rows == _CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        series: list[pl.Series] = []
+        for name, kind in self.schema.items():
+            values = self.values[name]
+            if kind == pl.Date:
+                series.append(pl.Series(name, values, dtype=pl.String).str.to_date("%Y-%m-%d", strict=True))
+            elif isinstance(kind, pl.Datetime):
+                text = pl.Series(name, values, dtype=pl.String)
+                series.append(text.str.to_datetime(_INSTANT, time_unit="us", time_zone="UTC", strict=True).cast(kind))
+            else:
+                series.append(pl.Series(name, values, dtype=kind))
+            values.clear()
+        self.chunks.append(pl.DataFrame(series))
+        self.rows = 0
+
+    def frame(self) -> pl.DataFrame:
+        if self.rows or not self.chunks:
+            self._flush()
+        return pl.concat(self.chunks, how="vertical", rechunk=True)
+
+
+def _joined(arm: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
+    both = pl.concat([arm, extra], how="vertical")
     return both.sort(["partition_date", "acceptance_at", "row_key"], nulls_last=True)
 
 
@@ -261,6 +304,44 @@ def draw_bounds(t: dt.datetime, opens: Sequence[dt.datetime]) -> tuple[dt.dateti
     return lo, hi
 
 
+def draw_bounds_of(instants: pl.Series, opens: Sequence[dt.datetime]) -> list[tuple[dt.datetime, dt.datetime] | None]:
+    """:func:`draw_bounds` of every instant of a column (None for a null), computed by polars over the whole
+    column: the same values, as UTC datetimes (``datetime.UTC``, as the one-instant form gives them). The segments'
+    bounds (00:00, 06:00, 09:30, 17:30 and 24:00 New York time) are never in a daylight-saving gap or fold, so
+    localising them is unambiguous."""
+    bells = pl.Series("bell", list(opens), dtype=pl.Datetime("us", "UTC"))
+    t = instants.cast(pl.Datetime("us", "UTC")).rename("t")
+    local = pl.col("t").dt.convert_time_zone(_NY)
+    tod = local.dt.hour().cast(pl.Int64) * 3600 + local.dt.minute().cast(pl.Int64) * 60 + local.dt.second().cast(pl.Int64)
+    seg_lo: pl.Expr = pl.lit(_SEGMENTS[-1][0])
+    seg_hi: pl.Expr = pl.lit(_SEGMENTS[-1][1])
+    for lo_s, hi_s in reversed(_SEGMENTS[:-1]):
+        seg_lo = pl.when(tod < hi_s).then(pl.lit(lo_s)).otherwise(seg_lo)
+        seg_hi = pl.when(tod < hi_s).then(pl.lit(hi_s)).otherwise(seg_hi)
+    midnight = local.dt.date().cast(pl.Datetime("us"))
+
+    def at(seconds: pl.Expr) -> pl.Expr:
+        return (midnight + pl.duration(seconds=seconds)).dt.replace_time_zone(_NY).dt.convert_time_zone("UTC")
+
+    n = len(bells)
+    i = bells.search_sorted(t.fill_null(bells[0]), side="right").cast(pl.Int64)  # bisect_right, per instant
+    frame = pl.DataFrame({"t": t, "i": i}).with_columns(
+        prev=bells.gather((i - 1).clip(0, n - 1)), nxt=bells.gather(i.clip(0, n - 1))
+    )
+    frame = frame.select(
+        lo=pl.when(pl.col("i") > 0).then(pl.max_horizontal(at(seg_lo), pl.col("prev"))).otherwise(at(seg_lo)),
+        hi=pl.when(pl.col("i") < n).then(pl.min_horizontal(at(seg_hi), pl.col("nxt"))).otherwise(at(seg_hi)),
+        null=pl.col("t").is_null(),
+    )
+    los = frame.get_column("lo").dt.replace_time_zone(None).to_list()
+    his = frame.get_column("hi").dt.replace_time_zone(None).to_list()
+    utc = dt.UTC
+    return [
+        None if null else (lo.replace(tzinfo=utc), hi.replace(tzinfo=utc))
+        for lo, hi, null in zip(los, his, frame.get_column("null").to_list(), strict=True)
+    ]
+
+
 def draw_in(secret: bytes, tag: str, key: str, lo: dt.datetime, hi: dt.datetime) -> dt.datetime:
     """A second in ``[lo, hi)`` drawn from the secret: HMAC-SHA256(secret, 'evalkit-decoy/1' NUL tag NUL key)."""
     span = max(1, int((hi - lo).total_seconds()))
@@ -277,12 +358,6 @@ def jittered(
     bells (``opens``: the calendar's bells in order), so the row enters at the same session under every clock
     (:func:`draw_bounds`)."""
     keys: list[str] = arm.get_column("row_key").to_list()
-    instants: list[dt.datetime | None] = arm.get_column(column).to_list()
-    out: list[dt.datetime | None] = []
-    for key, t in zip(keys, instants, strict=True):
-        if t is None:
-            out.append(None)
-            continue
-        lo, hi = draw_bounds(t, opens)
-        out.append(draw_in(secret, tag, key, lo, hi))
+    spans = draw_bounds_of(arm.get_column(column), opens)
+    out = [None if span is None else draw_in(secret, tag, key, *span) for key, span in zip(keys, spans, strict=True)]
     return arm.with_columns(pl.Series(column, out, dtype=arm.schema[column]))

@@ -39,10 +39,10 @@ from typing import Any
 import attrs
 import polars as pl
 
-from evalkit.pit._decoys import _frame, _mac, draw_bounds, draw_in  # pyright: ignore[reportPrivateUsage]
+from evalkit.pit._decoys import TEMPLATE_FIELDS, _Columns, _mac, draw_bounds, draw_bounds_of, draw_in  # pyright: ignore[reportPrivateUsage]
 from evalkit_core import Calendar, Filing, Release, arm_rows
 
-__all__ = ["CLONE_RULE", "TARGET", "Cloned", "signature", "with_clones"]
+__all__ = ["CLONE_RULE", "TARGET", "Cloned", "signature", "signatures", "with_clones"]
 
 TARGET = 0.03
 CLONE_RULE = (
@@ -83,6 +83,20 @@ def signature(row: Mapping[str, Any], opens: Sequence[dt.datetime]) -> Signature
     )
 
 
+def signatures(frame: pl.DataFrame, opens: Sequence[dt.datetime]) -> list[Signature]:
+    """:func:`signature` of every row of ``frame``, in its order (the spans computed over whole columns)."""
+    return list(
+        zip(
+            frame.get_column("form").to_list(),
+            frame.get_column("partition_date").to_list(),
+            frame.get_column("published_at").to_list(),
+            draw_bounds_of(frame.get_column("acceptance_at"), opens),
+            draw_bounds_of(frame.get_column("disseminated_at"), opens),
+            strict=True,
+        )
+    )
+
+
 def group_sizes(counts: Sequence[int]) -> list[int]:
     """How many rows each signature group of ``counts`` real rows is shown as (see the module docstring)."""
     n = sum(counts)
@@ -99,56 +113,56 @@ def with_clones(release: Release, calendar: Calendar) -> Cloned:
         raise ValueError(f"release {release.name} ({release.format}) has no mask secret to draw clones from")
     opens = [s.open for s in calendar.all]
     groups: dict[Signature, list[dict[str, Any]]] = {}
-    for row in release.arm("main").sort("row_key").iter_rows(named=True):
-        groups.setdefault(signature(row, opens), []).append(row)
+    ordered = release.arm("main").select(TEMPLATE_FIELDS).sort("row_key")
+    for sig, row in zip(signatures(ordered, opens), ordered.iter_rows(named=True), strict=True):
+        groups.setdefault(sig, []).append(row)
     order = sorted(groups, key=repr)  # a total order over the signatures (some spans are None)
     sizes = group_sizes([len(groups[g]) for g in order])
-    filings: list[Filing] = []
+    main, redacted = release.arm("main"), release.arm("redacted")
+    main_side, shown = _Columns(main.schema), _Columns(redacted.schema)  # each clone's rows go straight in
+    keys: list[str] = []
     for g, size in zip(order, sizes, strict=True):
         real = sorted(groups[g], key=lambda t: _mac(secret, "clone-order", t["row_key"]))
         for k in range(size - len(real)):
             t = real[k % len(real)]
             h = _mac(secret, "clone", t["row_key"], str(k // len(real)))
-            filings.append(
-                Filing(
-                    accession="clone-" + h[:12].hex(),
-                    cik=t["cik"] or "",
-                    issuer=t["issuer"] or "",
-                    form=t["form"],
-                    partition_date=t["partition_date"],
-                    published_at=t["published_at"],
-                    acceptance_at=t["acceptance_at"],
-                    acceptance_real=t["acceptance_at"],
-                    disseminated_at=t["disseminated_at"],
-                    flags=("decoy",),
-                )
+            clone = Filing(
+                accession="clone-" + h[:12].hex(),
+                cik=t["cik"] or "",
+                issuer=t["issuer"] or "",
+                form=t["form"],
+                partition_date=t["partition_date"],
+                published_at=t["published_at"],
+                acceptance_at=t["acceptance_at"],
+                acceptance_real=t["acceptance_at"],
+                disseminated_at=t["disseminated_at"],
+                flags=("decoy",),
             )
-    rows = [arm_rows(f, release.masks) for f in filings]
-    keys = [r[0]["row_key"] for r in rows]
-    if len(set(keys)) != len(keys) or set(release.arm("main").get_column("row_key").to_list()).intersection(keys):
+            rows = arm_rows(clone, release.masks)
+            keys.append(rows[0]["row_key"])
+            main_side.add(rows[0])
+            shown.add(rows[1])
+    if len(set(keys)) != len(keys) or set(main.get_column("row_key").to_list()).intersection(keys):
         raise ValueError("a clone's row key collides with another row's")  # 80 bits: never expected, never silent
-    redacted = release.arm("redacted")
-    arm = pl.concat([redacted, _frame([r[1] for r in rows], redacted.schema)], how="vertical")
+    arm = pl.concat([redacted, shown.frame()], how="vertical")
     arm = _drawn(arm, secret, opens)
     arm = arm.sort(["partition_date", "acceptance_at", "row_key"], nulls_last=True)
-    main = release.arm("main")
-    main = pl.concat([main, _frame([r[0] for r in rows], main.schema)], how="vertical")
+    main = pl.concat([main, main_side.frame()], how="vertical")
     return Cloned(arm=arm, main=main, clones=frozenset(keys))
 
 
 def _drawn(arm: pl.DataFrame, secret: bytes, opens: Sequence[dt.datetime]) -> pl.DataFrame:
     """Every acceptance and dissemination instant drawn within its span (see the module docstring)."""
     keys: list[str] = arm.get_column("row_key").to_list()
-    accepted: list[dt.datetime | None] = arm.get_column("acceptance_at").to_list()
-    disseminated: list[dt.datetime | None] = arm.get_column("disseminated_at").to_list()
+    a_spans = draw_bounds_of(arm.get_column("acceptance_at"), opens)
+    d_spans = draw_bounds_of(arm.get_column("disseminated_at"), opens)
     acc_out: list[dt.datetime | None] = []
     diss_out: list[dt.datetime | None] = []
-    for key, a, d in zip(keys, accepted, disseminated, strict=True):
-        a_span = draw_bounds(a, opens) if a is not None else None
+    for key, a_span, d_span in zip(keys, a_spans, d_spans, strict=True):
         a2 = draw_in(secret, "tod-redacted", key, *a_span) if a_span is not None else None
         d2 = None
-        if d is not None:
-            lo, hi = draw_bounds(d, opens)
+        if d_span is not None:
+            lo, hi = d_span
             if a2 is not None and a_span == (lo, hi):
                 lo = a2
             d2 = draw_in(secret, "diss-redacted", key, lo, hi)

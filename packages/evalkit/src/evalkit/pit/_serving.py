@@ -127,7 +127,7 @@ def serve_mask(
     first, last = before[-1], after[-1]
     shift = _extended(release.shift, first - dt.timedelta(days=14), last + dt.timedelta(days=14), calendar)
     wide = attrs.evolve(release, masks=attrs.evolve(release.masks, shift=shift))
-    decoyed = with_decoys(wide, extra_days=sorted(before + after))
+    decoyed = with_decoys(wide, extra_days=sorted(before + after), arms=("shifted",))
     arm = jittered(decoyed.arms["shifted"], secret, [s.open for s in calendar.all])
     main = pl.concat([release.arm("main"), decoyed.real_side], how="vertical")
     sessions = tuple(calendar.between(first, last))

@@ -90,16 +90,19 @@ def cell_views(
     main = release.arm("main")
     orders: dict[tuple[str, Clock], pl.DataFrame] = {}
     first: dict[Clock, _Lookups] = {}
-    for arm in arms:
-        decoyed = served is not None and served.serves(arm)
+    def key(arm: str) -> str:  # whose clock order an arm's cells use: its own (a served arm's) or the main arm's
+        return arm if served is not None and served.serves(arm) else ""
+
+    for n, arm in enumerate(arms):
+        decoyed = key(arm) != ""
         frame, main_frame = served.frames(arm) if served is not None and decoyed else (release.arm(arm), main)
         shift = served.shift if served is not None and arm == "shifted" else release.shift
         rows = ArmRows(frame)
         for name in clocks:
             clock = Clock(name)
-            order = orders.get((arm if decoyed else "", clock))
+            order = orders.get((key(arm), clock))
             if order is None:
-                order = orders[arm if decoyed else "", clock] = clock_order(main_frame, clock, calendar)
+                order = orders[key(arm), clock] = clock_order(main_frame, clock, calendar)
             like = first.get(clock)
             view = CellView(
                 arm, clock, frame, main_frame, calendar, shift, rows, order, like=like, by_shown=decoyed
@@ -107,6 +110,13 @@ def cell_views(
             first.setdefault(clock, view.lookups)
             yield view
             del view  # this generator holds no view while it builds the next
+        # what no later arm shares is dropped (a run's memory is one arm's, not the run's)
+        later = {key(a) for a in arms[n + 1 :]}
+        for k in [k for k in orders if k[0] not in later]:
+            del orders[k]
+        if "" not in later:
+            first.clear()
+        del rows
 
 
 class ArmRows:
