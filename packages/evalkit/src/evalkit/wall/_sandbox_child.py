@@ -29,6 +29,7 @@ from __future__ import annotations
 # Modules candidates often use; imported once in the zygote, so every child starts warm. Not hashlib (OpenSSL)
 # or fractions (decimal): few candidates import them, and each module here is memory every job's clone copies
 # (together 0.85 MB of the zygote's 10 MB and 22 of its 148 mappings) and time every zygote's start pays.
+import _socket  # the zygote's own control socket module (socket.py is not loaded: see _recv_fds)
 import bisect  # noqa: F401
 import builtins
 import collections  # noqa: F401
@@ -63,6 +64,8 @@ random = _import_without_fork_hook("random")  # each candidate's process seeds i
 if typing.TYPE_CHECKING:  # at run time the codec's and the zygote's sources come before this file's (evalkit.wall._zygote)
 
     def _child_signal(signum: int, handler: object) -> None: ...
+
+    def _recv_fds(sock: _socket.socket, size: int, most: int) -> tuple[bytes, list[int]]: ...
 
     def tagged_encode(value: object, *, outer: int = ...) -> str: ...
 
@@ -514,14 +517,12 @@ def _checker_server_main(_settings: dict[str, object], _args: dict[str, object])
     """A checker that stays: each check's four pipe ends arrive on the socket at fd 3. It runs trusted code only
     (the task's check and context), each check in a namespace of its own; the host replaces it after any check
     that did not finish in time, and it ends at end of file on its socket."""
-    import socket as _socket
-
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a host that gave up on a check closed its end: not fatal
     random.seed()  # type: ignore[attr-defined]  # checks draw from a state no candidate's job seed can give
     sock = _socket.socket(fileno=3)
     while True:
         try:
-            data, fds, _, _ = _socket.recv_fds(sock, 16, 4)
+            data, fds = _recv_fds(sock, 16, 4)
         except OSError:
             os._exit(0)
         if not data or len(fds) != 4:

@@ -30,6 +30,7 @@ status when it reaps it. End of file on the control socket ends the zygote and e
 from __future__ import annotations
 
 import _signal  # pyright: ignore[reportMissingImports]  # no stub; see _child_signal
+import _socket  # not socket.py: see _recv_fds
 import ctypes
 import gc
 import json
@@ -38,7 +39,6 @@ import os
 import resource
 import select
 import signal
-import socket
 import sys
 
 _CLONE_NEWNS = 0x00020000
@@ -305,21 +305,21 @@ class _HostGone(Exception):  # noqa: N818
     pass
 
 
-def _send(ctl: socket.socket, msg: dict[str, object], fds: list[int] | None = None) -> None:
+def _send(ctl: _socket.socket, msg: dict[str, object], fds: list[int] | None = None) -> None:
     data = json.dumps(msg).encode()
     try:
         if fds:
-            socket.send_fds(ctl, [data], fds)
+            ctl.sendmsg([data], [(_SOL_SOCKET, _SCM_RIGHTS, b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds))])
         else:
             ctl.send(data)
     except OSError as exc:  # the host closed its end or ended: so does the zygote, with its jobs
         raise _HostGone from exc
 
 
-def _send_job_event(ctl: socket.socket, data: bytes, fd: int | None = None) -> None:
-    """A job's ``spawned`` (with its pidfd) or ``exit`` message, written without json.dumps and socket.send_fds:
-    between two clones the zygote shares its pages with a running job, and every page it writes then is a page
-    fault and a copy (json.dumps builds an encoder each call; this path wrote some 80 pages a job)."""
+def _send_job_event(ctl: _socket.socket, data: bytes, fd: int | None = None) -> None:
+    """A job's ``spawned`` (with its pidfd) or ``exit`` message, written without json.dumps: between two clones the
+    zygote shares its pages with a running job, and every page it writes then is a page fault and a copy
+    (json.dumps builds an encoder each call; this path wrote some 80 pages a job)."""
     try:
         if fd is None:
             ctl.send(data)
@@ -329,7 +329,19 @@ def _send_job_event(ctl: socket.socket, data: bytes, fd: int | None = None) -> N
         raise _HostGone from exc
 
 
-_SOL_SOCKET, _SCM_RIGHTS = socket.SOL_SOCKET, socket.SCM_RIGHTS
+def _recv_fds(sock: _socket.socket, size: int, most: int) -> tuple[bytes, list[int]]:
+    """``socket.recv_fds`` without socket.py: a message and the descriptors that came with it. The zygote talks
+    to the host through the C module alone; socket.py (its enums, and the array module it reads descriptors
+    with) was some 5 ms of every zygote's start and 0.3 MB of the heap each job's clone copies."""
+    data, ancillary, _flags, _addr = sock.recvmsg(size, _socket.CMSG_LEN(most * 4))
+    fds: list[int] = []
+    for level, kind, raw in ancillary:
+        if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
+            fds += [int.from_bytes(raw[i : i + 4], sys.byteorder, signed=True) for i in range(0, len(raw) - 3, 4)]
+    return data, fds
+
+
+_SOL_SOCKET, _SCM_RIGHTS = _socket.SOL_SOCKET, _socket.SCM_RIGHTS
 _JOBS: dict[int, object] = {}  # pid -> job id, of every job not yet reaped
 
 
@@ -362,7 +374,7 @@ def _zygote_main() -> None:
 def _serve() -> None:
     settings = json.loads(sys.argv[1])
     payloads = globals()["PAYLOADS"]  # name -> function(settings, args); defined by the appended payload sources
-    ctl = socket.socket(fileno=int(settings["ctl_fd"]))
+    ctl = _socket.socket(fileno=int(settings["ctl_fd"]))
     if settings.get("program_fd") is not None:
         os.close(int(settings["program_fd"]))  # the compiled program this process was started from, read at start
     seccomp = None
@@ -377,7 +389,8 @@ def _serve() -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     for warm in payloads.get("__warm__", ()):
         warm()
-    gc.collect()
+    # no gc.collect() first: it freed some 200 objects of the warm-up (2.3 ms of every zygote's start); left
+    # unfreed they are frozen with the rest, a few kB that no job's collector ever visits
     gc.enable()  # off since the boot line (evalkit.wall._zygote): every job runs with it on
     gc.freeze()  # children then write to (and so copy) few of the zygote's pages
     flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC if settings["namespaces"] else 0
@@ -411,7 +424,7 @@ def _serve() -> None:
         if ctl not in ready:
             continue
         try:
-            data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 16)
+            data, fds = _recv_fds(ctl, 1 << 16, 16)
         except OSError:
             data, fds = b"", []
         if not data:
