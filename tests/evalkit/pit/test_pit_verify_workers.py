@@ -64,6 +64,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "zst": _run(base / "zst", release, "t.jsonl.zst", mask_decoys=False),
         # a format-2 release has no mask secret to draw decoys from: it runs with the masks as released
         "old": _run(base / "old", old_release, "t.jsonl", mask_decoys=False),
+        # the default: the shifted arm served with decoys over hidden days, the redacted arm with clones
+        "masked": _run(base / "masked", release, "t.jsonl"),
     }
 
 
@@ -232,8 +234,8 @@ TAMPERS: dict[str, Callable[[list[dict[str, Any]]], bytes]] = {
 }
 
 
-def _tampered(demo: dict[str, Any], tmp_path: Path, name: str) -> dict[str, Path]:
-    w = dict(demo["plain"])
+def _tampered(demo: dict[str, Any], tmp_path: Path, name: str, run: str = "plain") -> dict[str, Path]:
+    w = dict(demo[run])
     traj = tmp_path / "t.jsonl"
     traj.write_bytes(TAMPERS[name](_events(w["trajectory"])))
     return {**w, "trajectory": traj}
@@ -267,6 +269,27 @@ def test_the_trajectory_is_read_once_whatever_the_workers(demo, monkeypatch):
     assert parallel == serial and serial.problems == []
     assert opened == [w["trajectory"], w["trajectory"]]  # once by the serial replay, once by the parallel one
     assert len(pool.jobs) == 9
+
+
+def test_a_masked_run_is_walked_by_the_workers_with_the_serial_result(demo):
+    """The default run serves decoys, clones and hidden days: each worker rebuilds the served arms' views (shipped
+    with the release) and walks the shifted cells over their hidden sessions as the run did."""
+    body = read_receipt(demo["masked"]["receipt"])["body"]
+    assert body["decoders"]["served"]["redacted"]["clones"] > 0  # the masks were served
+    serial, parallel, pool = _replays(demo["masked"], 2)
+    assert serial.body is not None and serial.problems == []
+    assert parallel == serial
+    assert [j.index for j in pool.jobs] == list(range(9))
+    assert [r.clean for r in pool.results] == [True] * 9
+
+
+@pytest.mark.parametrize("workers", [2, 9])
+@pytest.mark.parametrize("name", ["answer", "dropped", "swapped"])
+def test_a_tampered_masked_trajectory_replays_to_the_serial_result(demo, tmp_path, name, workers):
+    w = _tampered(demo, tmp_path, name, "masked")
+    serial, parallel, _ = _replays(w, workers)
+    assert serial.problems, "the tampering must be found"
+    assert parallel == serial
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 9])
@@ -304,6 +327,15 @@ def test_the_command_prints_the_same_report_under_one_two_and_three_workers(demo
     if name is None:
         js = _cli(cli, w, "--workers", "1", "--json")
         assert _cli(cli, w, "--workers", "2", "--json") == js
+
+
+@pytest.mark.slow
+def test_a_masked_run_verifies_alike_on_worker_processes(demo, cli):
+    """Real worker processes, handed the served arms by the verifying process: the one-worker report."""
+    w = demo["masked"]
+    want = _cli(cli, w, "--workers", "1")
+    assert want[0] == 0, want
+    assert _cli(cli, w, "--workers", "2") == want
 
 
 @pytest.mark.slow

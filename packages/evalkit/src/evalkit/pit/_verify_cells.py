@@ -27,14 +27,15 @@ import os
 import pickle
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
-from evalkit.pit._entries import entry_table, key_index
+from evalkit.pit._entries import entries_of, entry_table, key_index
 from evalkit.pit._replay import Misaligned, Walk, walk_cell, walk_head, walk_tail
+from evalkit.pit._runner import cell_sessions
 from evalkit.pit._toolbox import ArmRows, CellView, clock_order
 from evalkit.pit._trajfile import TrajectoryFileError, line_bound, trajectory_lines
 from evalkit.pit._verify_replay import (
@@ -125,6 +126,7 @@ def ship_setup(setup: ReplaySetup, where: Path) -> None:
         release.root,
         release.manifest,
         release.masks,
+        setup.served,  # the masked arms as served (their frames pickle as Arrow IPC)
     )
     (where / _SETUP_FILE).write_bytes(pickle.dumps(rest))
 
@@ -135,59 +137,78 @@ def _shipped(where: Path) -> ReplaySetup:
     data = (
         where / _SETUP_FILE
     ).read_bytes()  # written by ship_setup in the verifying process, a private directory
-    config, window, calendar, sessions, root, manifest, masks = pickle.loads(data)  # noqa: S301
+    config, window, calendar, sessions, root, manifest, masks, served = pickle.loads(data)  # noqa: S301
     frames = {name: pl.read_ipc(where / f"{name}.arrow") for name in _FRAMES}
     release = Release(root, manifest, {a: frames[a] for a in ARMS}, frames["answer_key"], masks)
-    return ReplaySetup(config, release, window, calendar, sessions)
+    return ReplaySetup(config, release, window, calendar, sessions, served)
 
 
 class CellViews:
     """The cells of a run by their place in its order, each view made when it is asked for, as
     :func:`evalkit.pit._toolbox.cell_views` makes it: an arm's rendered rows kept for its next cells (cells come arm
-    by arm), a clock's order and lookups for every arm, and each clock's entry table."""
+    by arm), a clock's order and lookups, each clock's entry table, and a served mask's arms (decoys, clones) as the
+    run served them (``setup.served``)."""
 
     def __init__(self, setup: ReplaySetup) -> None:
         self.setup = setup
         cfg = setup.config
         self.cells = [(arm, clock) for arm in ARMS if arm in cfg.arms for clock in cfg.clocks]
+        self.indices = [setup.calendar.index_of(s.date) for s in setup.sessions]
         self._rows: tuple[str, ArmRows] | None = None
-        self._orders: dict[Clock, pl.DataFrame] = {}
+        self._orders: dict[tuple[str, Clock], pl.DataFrame] = {}
         self._lookups: dict[Clock, Any] = {}
-        self._entries: dict[Clock, Mapping[str, int]] = {}
-        self._index: dict[str, int] | None = None
+        self._entries: dict[tuple[str, Clock], Mapping[str, int]] = {}
+        self._index: dict[str, dict[str, int]] = {}
+
+    def _kind(self, arm: str) -> str:
+        """Whose rows and entries an arm's cells use: a served arm's own, or (``""``) the release's main arm's."""
+        served = self.setup.served
+        return arm if served is not None and served.serves(arm) else ""
+
+    def _frames(self, arm: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+        served, release = self.setup.served, self.setup.release
+        if served is not None and self._kind(arm):
+            return served.frames(arm)
+        return release.arm(arm), release.arm("main")
 
     def view(self, index: int) -> CellView:
         """The view of the run's ``index``-th cell."""
         arm, name = self.cells[index]
         clock = Clock(name)
-        release, calendar = self.setup.release, self.setup.calendar
-        main, frame = release.arm("main"), release.arm(arm)
+        served, release, calendar = self.setup.served, self.setup.release, self.setup.calendar
+        kind = self._kind(arm)
+        frame, main = self._frames(arm)
         if self._rows is None or self._rows[0] != arm:
             self._rows = (arm, ArmRows(frame))
-        order = self._orders.get(clock)
+        order = self._orders.get((kind, clock))
         if order is None:
-            order = self._orders[clock] = clock_order(main, clock, calendar)
+            order = self._orders[kind, clock] = clock_order(main, clock, calendar)
+        shift = served.shift if served is not None and arm == "shifted" else release.shift
         view = CellView(
-            arm,
-            clock,
-            frame,
-            main,
-            calendar,
-            release.shift,
-            self._rows[1],
-            order,
-            like=self._lookups.get(clock),
+            arm, clock, frame, main, calendar, shift, self._rows[1], order, like=self._lookups.get(clock), by_shown=bool(kind)
         )
         self._lookups.setdefault(clock, view.lookups)
         return view
 
-    def entries(self, clock: Clock) -> Mapping[str, int]:
-        """:func:`evalkit.pit._runner.entry_table` of the release under ``clock``."""
-        table = self._entries.get(clock)
+    def sessions(self, view: CellView) -> Sequence[int]:
+        """The calendar indices of the sessions ``view``'s cell runs (a served shifted arm's: its hidden days' too)."""
+        return cell_sessions(view, self.setup.sessions, self.indices, self.setup.served)[1]
+
+    def entries(self, view: CellView) -> Mapping[str, int]:
+        """The entry table of ``view``'s cell: :func:`evalkit.pit._entries.entry_table` of the release's main arm
+        under its clock, or of a served arm's main-side rows (its decoys' or clones' too)."""
+        kind = self._kind(view.arm)
+        table = self._entries.get((kind, view.clock))
         if table is None:
-            if self._index is None:  # shared by the clocks' tables
-                self._index = key_index(self.setup.release.arm("main"))
-            table = self._entries[clock] = entry_table(self.setup.release, clock, self.setup.calendar, self._index)
+            main = self._frames(view.arm)[1]
+            index = self._index.get(kind)
+            if index is None:  # shared by the clocks' tables
+                index = self._index[kind] = key_index(main)
+            if kind:
+                table = entries_of(main, view.clock, self.setup.calendar, index)
+            else:
+                table = entry_table(self.setup.release, view.clock, self.setup.calendar, index)
+            self._entries[kind, view.clock] = table
         return table
 
 
@@ -201,7 +222,6 @@ class CellReplayer:
             replay_setup({"config": config}, bundle) if shipped is None else _shipped(Path(shipped))
         )
         self.views = CellViews(setup)
-        self.indices = [setup.calendar.index_of(s.date) for s in setup.sessions]
         self.known = frozenset(setup.release.answer_key.get_column("row_key").to_list())
 
     def pid(self) -> int:
@@ -229,7 +249,7 @@ class CellReplayer:
         walk.encoded_result = lambda event: _held_or_encoded(held[0], event)
         view = self.views.view(job.index)
         try:
-            walk_cell(walk, view, self.indices, self.views.entries(view.clock))
+            walk_cell(walk, view, self.views.sessions(view), self.views.entries(view))
             clean = not walk.stopped and walk.peek() is None
         except Misaligned:
             clean = False
@@ -466,8 +486,8 @@ def parallel_pass(
             if walk.stopped:
                 break
             view = views.view(index)
-            walk_cell(walk, view, indices, views.entries(view.clock))
-        walk_tail(walk, release, indices)
+            walk_cell(walk, view, views.sessions(view), views.entries(view))
+        walk_tail(walk, release, indices, setup.served)
     except Misaligned as exc:
         walk.problem(str(exc))
     for _ in checked:  # the walk may stop early: every line is still checked and scored

@@ -282,8 +282,7 @@ def replay_body(
     answers = AnswerKey(release.answer_key)
     session_indices = tuple(calendar.index_of(s.date) for s in sessions)
     scorer = Scorer(ScoreInputs(config, calendar, session_indices, answers, opens_for(loaded, answers), setup.served))
-    # a served mask's cells are walked here: the parallel walk does not rebuild the decoys (not built)
-    found = (walker if walker is not None and setup.served is None else serial_pass)(body, setup, traj, scorer)
+    found = (walker if walker is not None else serial_pass)(body, setup, traj, scorer)
     problems, score_error = found.problems, found.score_error
     if found.unreadable is not None and not score_error:
         score_error.append(found.unreadable)
