@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
@@ -311,9 +313,32 @@ def _rule_holidays(year: int) -> frozenset[dt.date]:
     return frozenset(days)
 
 
-def test_federal_holidays_from_pandas_equal_the_old_rules_over_the_whole_span() -> None:
+def test_federal_holidays_equal_the_old_rules_over_the_whole_span() -> None:
     for year in range(CALENDAR_SPAN[0].year, CALENDAR_SPAN[1].year + 1):
         assert us_federal_holidays(year) == _rule_holidays(year), year
+
+
+def test_federal_holidays_equal_pandas_calendar_over_the_whole_span() -> None:
+    """The table is written out (importing pandas costs a process half a second); pandas' USFederalHolidayCalendar
+    is the reference it must equal, day for day."""
+    from pandas.tseries.holiday import USFederalHolidayCalendar
+
+    days = USFederalHolidayCalendar().holidays(start=D(CALENDAR_SPAN[0].year, 1, 1), end=D(CALENDAR_SPAN[1].year, 12, 31))
+    by_year: dict[int, set[dt.date]] = {}
+    for d in days:
+        by_year.setdefault(d.year, set()).add(d.date())
+    for year in range(CALENDAR_SPAN[0].year, CALENDAR_SPAN[1].year + 1):
+        assert us_federal_holidays(year) == frozenset(by_year.get(year, set())), year
+
+
+def test_an_sec_business_day_is_answered_without_pandas() -> None:
+    code = (
+        "import sys, datetime as dt; from evalkit_core import is_sec_business_day; "
+        "assert not is_sec_business_day(dt.date(2023, 11, 23)) and is_sec_business_day(dt.date(2023, 11, 24)); "
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_no_juneteenth_before_2021() -> None:

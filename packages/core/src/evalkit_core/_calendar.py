@@ -270,19 +270,44 @@ def next_session_after(instant: dt.datetime) -> Session:
 
 @functools.cache
 def _federal_holiday_table() -> frozenset[dt.date]:
-    """pandas' ``USFederalHolidayCalendar`` over the calendar span (and a year either side, for New Year's Day
-    observed on the 31 December before): the observed dates of 5 U.S.C. 6103, Juneteenth from 2021."""
-    from pandas.tseries.holiday import USFederalHolidayCalendar
+    """The observed dates of 5 U.S.C. 6103 over the calendar span (and a year either side, for New Year's Day
+    observed on the 31 December before), by the rules of pandas' ``USFederalHolidayCalendar`` (a test compares the
+    two over the whole span): written out here because importing pandas costs a process half a second."""
+    out: set[dt.date] = set()
+    for year in range(CALENDAR_SPAN[0].year - 1, CALENDAR_SPAN[1].year + 2):
+        fixed = [(1, 1), (7, 4), (11, 11), (12, 25)] + ([(6, 19)] if year >= 2021 else [])
+        out.update(_nearest_workday(dt.date(year, m, d)) for m, d in fixed)
+        out.update((
+            _nth_weekday(year, 2, 0, 3),  # Washington's Birthday: third Monday of February
+            _last_monday_of_may(year),  # Memorial Day
+            _nth_weekday(year, 9, 0, 1),  # Labor Day: first Monday of September
+            _nth_weekday(year, 10, 0, 2),  # Columbus Day: second Monday of October
+            _nth_weekday(year, 11, 3, 4),  # Thanksgiving: fourth Thursday of November
+        ))
+        if year >= 1986:
+            out.add(_nth_weekday(year, 1, 0, 3))  # Birthday of Martin Luther King, Jr.: third Monday of January
+    return frozenset(out)
 
-    days = USFederalHolidayCalendar().holidays(
-        start=dt.date(CALENDAR_SPAN[0].year - 1, 1, 1), end=dt.date(CALENDAR_SPAN[1].year + 1, 12, 31)
-    )
-    return frozenset(d.date() for d in days)
+
+def _nearest_workday(day: dt.date) -> dt.date:
+    """A fixed-date holiday's observed date: the Friday before a Saturday, the Monday after a Sunday."""
+    shift = {5: -1, 6: 1}.get(day.weekday(), 0)
+    return day + dt.timedelta(days=shift)
+
+
+def _nth_weekday(year: int, month: int, weekday: int, n: int) -> dt.date:
+    first = dt.date(year, month, 1)
+    return first + dt.timedelta(days=(weekday - first.weekday()) % 7 + 7 * (n - 1))
+
+
+def _last_monday_of_may(year: int) -> dt.date:
+    last = dt.date(year, 5, 31)
+    return last - dt.timedelta(days=last.weekday())
 
 
 @functools.cache
 def us_federal_holidays(year: int) -> frozenset[dt.date]:
-    """Observed US federal holidays in ``year`` (5 U.S.C. 6103; Juneteenth from 2021), from pandas'
+    """Observed US federal holidays in ``year`` (5 U.S.C. 6103; Juneteenth from 2021), by the rules of pandas'
     ``USFederalHolidayCalendar``.
 
     A fixed-date holiday on a Saturday is observed the Friday before (so 1 January on a Saturday is observed on
