@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -46,6 +47,10 @@ _DISPLAY_ORDER = (
 
 _BLOCK = 2048  # rows rendered together
 _TEXT_BLOCK = 16384  # rows encoded together (polars' cost per call is paid once per block)
+# blocks kept of each kind, the most recently used (a session asks for rows near each other in the arm's order):
+# what an arm's rendered rows hold is bounded by these, not by the window (131,072 rows of each)
+_BLOCKS_KEPT = 64
+_TEXT_BLOCKS_KEPT = 8
 _ARM_POS = "_arm_position"  # a row's position in its arm frame, carried through a cell's ordering
 
 
@@ -125,7 +130,9 @@ class ArmRows:
     is formatted once per arm instead of once per cell.
 
     Rows are rendered a block at a time (in the arm frame's order) with polars' vectorised formatting (the same text
-    as :func:`evalkit_core.format_instant` and ``date.isoformat``) and kept: a run asks for most of them.
+    as :func:`evalkit_core.format_instant` and ``date.isoformat``), and the blocks used last are kept
+    (:data:`_BLOCKS_KEPT`, :data:`_TEXT_BLOCKS_KEPT`): a session's rows are near each other in the arm's order, so
+    a block is rendered about once per arm while an arm's memory stays bounded whatever the window.
 
     Each row is also kept as canonical JSON text, in three pieces around the two members a cell adds (the keys
     sort as ``... disseminated_at, entry_session, form, issuer, known_at, partition_date ...``): a served row's line
@@ -133,8 +140,8 @@ class ArmRows:
 
     def __init__(self, arm_frame: pl.DataFrame) -> None:
         self.frame = arm_frame
-        self._blocks: dict[int, list[dict[str, Any]]] = {}
-        self._texts: dict[int, tuple[list[str], list[str], list[str]]] = {}
+        self._blocks: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
+        self._texts: OrderedDict[int, tuple[list[str], list[str], list[str]]] = OrderedDict()
         self._plain: dict[str, bool] | None = None
 
     def row(self, position: int) -> dict[str, Any]:
@@ -143,6 +150,8 @@ class ArmRows:
         rows = self._blocks.get(block)
         if rows is None:
             rows = self._render_block(block)
+        else:
+            self._blocks.move_to_end(block)
         return rows[j]
 
     def text(self, position: int) -> tuple[str, str, str]:
@@ -152,6 +161,10 @@ class ArmRows:
         texts = self._texts.get(block)
         if texts is None:
             texts = self._texts[block] = self._text_block(block)
+            if len(self._texts) > _TEXT_BLOCKS_KEPT:
+                self._texts.popitem(last=False)
+        else:
+            self._texts.move_to_end(block)
         return texts[0][j], texts[1][j], texts[2][j]
 
     def _text_block(self, block: int) -> tuple[list[str], list[str], list[str]]:
@@ -184,6 +197,8 @@ class ArmRows:
                         del out[key]
                 rows.append(out)
         self._blocks[block] = rows
+        if len(self._blocks) > _BLOCKS_KEPT:
+            self._blocks.popitem(last=False)
         return rows
 
 
