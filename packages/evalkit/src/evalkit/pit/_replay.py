@@ -169,6 +169,10 @@ def _walk_run(walk: Walk, release: Release, window: tuple[dt.date, dt.date], ser
         if walk.stopped:
             break
         kind = view.arm if served is not None and served.serves(view.arm) else ""
+        later = {a if served is not None and served.serves(a) else "" for a in arms[arms.index(view.arm) :]}
+        for k in [k for k in tables if k[0] not in later]:  # what no later cell uses (as the run drops them)
+            del tables[k]
+            indexes.pop(k[0], None)
         if (kind, view.clock) not in tables:
             main = served.frames(kind)[1] if served is not None and kind else release.arm("main")
             index = indexes.get(kind)
