@@ -233,8 +233,8 @@ def _step(day: dt.date, direction: int) -> dt.date:
 
 # what a decoy or a clone is made from: a real row's fields but its title, accession and URL
 TEMPLATE_FIELDS = ("row_key", "form", "cik", "issuer", "partition_date", "published_at", "acceptance_at", "disseminated_at")
-_INSTANT = "%Y-%m-%dT%H:%M:%SZ"
-_CHUNK = 1 << 15  # the release's one rendering of an instant (evalkit_core.format_instant)
+_INSTANT = "%Y-%m-%dT%H:%M:%SZ"  # the release's one rendering of an instant (evalkit_core.format_instant)
+_CHUNK = 1 << 15  # rows read into a frame at a time (:class:`_Columns`)
 
 
 class _Columns:

@@ -9,14 +9,17 @@ holds its clock's entries as a compact array: three clocks cost one dictionary o
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from evalkit_core import Calendar, Clock, Release, with_entry
 
-__all__ = ["AnswerKey", "EntryTable", "entries_of", "entry_table", "key_index"]
+if TYPE_CHECKING:
+    from evalkit.pit._serving import ServedMask
+
+__all__ = ["AnswerKey", "EntryTable", "EntryTables", "entries_of", "entry_table", "key_index", "side_of"]
 
 _ENTRY_FIELDS = ("row_key", "partition_date", "published_at", "acceptance_at", "disseminated_at")
 
@@ -69,6 +72,40 @@ def entry_table(
     """The entry table of the release's main arm under ``clock``: what the harness decides picks with (the runner,
     before any agent is called; verify, from the release it reads)."""
     return entries_of(release.arm("main"), clock, calendar, index)
+
+
+def side_of(served: ServedMask | None, arm: str) -> str:
+    """Whose rows an arm's cells are served and decided from: a served arm's own (its name), or ``""``, the
+    release's main arm (the arms a mask does not serve)."""
+    return arm if served is not None and served.serves(arm) else ""
+
+
+class EntryTables:
+    """A run's entry tables by (side, clock) (:func:`side_of`): the release's main arm, or a served arm's main-side
+    rows (its decoys' or clones' included). Each is made from the harness's own frames when a cell first asks for
+    it, and :meth:`keep` forgets the sides no later cell uses. The runner, the one-worker replay and verify's
+    workers all decide with these."""
+
+    def __init__(self, release: Release, calendar: Calendar, served: ServedMask | None = None) -> None:
+        self.release, self.calendar, self.served = release, calendar, served
+        self._tables: dict[tuple[str, Clock], EntryTable] = {}
+        self._indexes: dict[str, dict[str, int]] = {}  # one index of the keys for each side's clocks
+
+    def of(self, arm: str, clock: Clock) -> EntryTable:
+        side = side_of(self.served, arm)
+        table = self._tables.get((side, clock))
+        if table is None:
+            main = self.served.frames(arm)[1] if self.served is not None and side else self.release.arm("main")
+            if side not in self._indexes:
+                self._indexes[side] = key_index(main)
+            table = self._tables[side, clock] = entries_of(main, clock, self.calendar, self._indexes[side])
+        return table
+
+    def keep(self, arms: Iterable[str]) -> None:
+        """Forget every table (and key index) no cell of ``arms`` uses."""
+        sides = {side_of(self.served, a) for a in arms}
+        self._tables = {k: t for k, t in self._tables.items() if k[0] in sides}
+        self._indexes = {k: i for k, i in self._indexes.items() if k in sides}
 
 
 class AnswerKey(Mapping[str, Mapping[str, Any]]):

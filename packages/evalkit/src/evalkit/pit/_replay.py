@@ -19,7 +19,7 @@ from typing import Any, cast
 import attrs
 
 from evalkit.pit._config import RunConfig
-from evalkit.pit._entries import entries_of, key_index
+from evalkit.pit._entries import EntryTables
 from evalkit.pit._probe import choose_items, probe_prompt
 from evalkit.pit._runner import (
     cell_sessions,
@@ -33,7 +33,7 @@ from evalkit.pit._runner import (
 )
 from evalkit.pit._serving import ServedMask
 from evalkit.pit._toolbox import CellView, Toolbox, cell_views
-from evalkit_core import ARMS, Calendar, Clock, Release, canonical_bytes
+from evalkit_core import ARMS, Calendar, Release, canonical_bytes
 
 __all__ = ["EVENT_TYPES", "Misaligned", "Walk", "replay_trajectory", "walk_cell", "walk_head", "walk_tail"]
 
@@ -162,24 +162,13 @@ def replay_trajectory(
 def _walk_run(walk: Walk, release: Release, window: tuple[dt.date, dt.date], served: ServedMask | None) -> None:
     indices = walk_head(walk, release, window)
     sessions = walk.calendar.between(*window)
-    tables: dict[tuple[str, Clock], Mapping[str, int]] = {}
-    indexes: dict[str, dict[str, int]] = {}  # one index of the keys for each side's clocks
+    tables = EntryTables(release, walk.calendar, served)
     arms = [a for a in ARMS if a in walk.config.arms]
     for view in cell_views(release, arms, walk.config.clocks, walk.calendar, served):
         if walk.stopped:
             break
-        kind = view.arm if served is not None and served.serves(view.arm) else ""
-        later = {a if served is not None and served.serves(a) else "" for a in arms[arms.index(view.arm) :]}
-        for k in [k for k in tables if k[0] not in later]:  # what no later cell uses (as the run drops them)
-            del tables[k]
-            indexes.pop(k[0], None)
-        if (kind, view.clock) not in tables:
-            main = served.frames(kind)[1] if served is not None and kind else release.arm("main")
-            index = indexes.get(kind)
-            if index is None:
-                index = indexes[kind] = key_index(main)
-            tables[kind, view.clock] = entries_of(main, view.clock, walk.calendar, index)
-        walk_cell(walk, view, cell_sessions(view, sessions, indices, served)[1], tables[kind, view.clock])
+        tables.keep(arms[arms.index(view.arm) :])  # as the run drops them
+        walk_cell(walk, view, cell_sessions(view, sessions, indices, served)[1], tables.of(view.arm, view.clock))
     walk_tail(walk, release, indices, served)
 
 

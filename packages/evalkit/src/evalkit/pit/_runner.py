@@ -22,7 +22,7 @@ from evalkit.pit._bindings import agent_code, environment, harness_block
 from evalkit.pit._bounds import ERROR_CHARS, RunBounds, harness_failure, safe_text
 from evalkit.pit._config import RunConfig
 from evalkit.pit._decide import decide
-from evalkit.pit._entries import AnswerKey, entries_of, key_index
+from evalkit.pit._entries import AnswerKey, EntryTables
 from evalkit.pit._gateway import Gateway
 from evalkit.pit._guard import EgressAttempt
 from evalkit.pit._jail import AgentError, AgentJail, AgentJailError, AgentLimits, AgentProcess, EgressStop
@@ -314,10 +314,7 @@ class _RunState:
         self.toolbox: Toolbox | None = None  # the session's (or probe item's) toolbox: its calls are recorded
         answers = AnswerKey(release.answer_key)
         self.answers = answers
-        # entry tables by (whose rows: a served arm's or "" the main arm's, clock), made when a cell first needs one
-        # from the harness's own frames, and dropped once no later cell does
-        self._tables: dict[tuple[str, Clock], Mapping[str, int]] = {}
-        self._indexes: dict[str, dict[str, int]] = {}  # one index of the keys for each side's clocks
+        self.tables = EntryTables(release, calendar, served)  # made as cells need them, dropped once none will
         self.probe_clock = probe_clock(config)
         self.gateway = Gateway(host_models(agent))
         self.jail: AgentJail
@@ -444,6 +441,7 @@ class _RunState:
         done = 0
         arms = [a for a in ARMS if a in self.config.arms]
         for view in cell_views(self.release, arms, self.config.clocks, self.calendar, self.served):
+            self.tables.keep(arms[arms.index(view.arm) :])
             try:
                 self._run_cell(view, progress, done, total)
             except _Stop:
@@ -455,7 +453,6 @@ class _RunState:
                 done += len(self.sessions) + (hidden if view.arm == "shifted" else 0)
                 self.end_process()
                 self.toolbox = None
-                self.drop_entries(arms[arms.index(view.arm) + (str(view.clock) == self.config.clocks[-1]) :])
             # the next view is built while this one is unreferenced: a cell's memory is one view, not two
             del view
 
@@ -480,25 +477,10 @@ class _RunState:
             if progress is not None:
                 progress(f"{arm}/{clock}", done + n + 1, total)
 
-    def _kind(self, arm: str) -> str:  # whose rows an arm's entries come from: a served arm's own, or "" (main)
-        return arm if self.served is not None and self.served.serves(arm) else ""
-
     def entries(self, view: CellView) -> Mapping[str, int]:
         """row_key -> entry session index under the view's clock, computed from the release's main arm (a served
         arm's: its main-side rows, decoys' or clones' included), never from anything the agent was handed."""
-        kind = self._kind(view.arm)
-        if (kind, view.clock) not in self._tables:
-            main = self.served.frames(view.arm)[1] if self.served is not None and kind else self.release.arm("main")
-            if kind not in self._indexes:
-                self._indexes[kind] = key_index(main)
-            self._tables[kind, view.clock] = entries_of(main, view.clock, self.calendar, self._indexes[kind])
-        return self._tables[kind, view.clock]
-
-    def drop_entries(self, later: Sequence[str]) -> None:
-        """Forget the entry tables (and key indexes) no cell of the ``later`` arms uses."""
-        keep = {self._kind(a) for a in later}
-        self._tables = {k: t for k, t in self._tables.items() if k[0] in keep}
-        self._indexes = {k: i for k, i in self._indexes.items() if k in keep}
+        return self.tables.of(view.arm, view.clock)
 
     def _serve_shifted(self, keys: Sequence[str]) -> None:
         for k in keys:

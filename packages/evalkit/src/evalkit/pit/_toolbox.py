@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 import polars as pl
 
 from evalkit.pit._bounds import harness_failure
+from evalkit.pit._entries import side_of
 from evalkit.pit._tool_specs import MAX_LIMIT, TOOL_NAMES, tool_specs
 from evalkit.pit._toolargs import admit, int_arg
 from evalkit_core import Calendar, Clock, Release, ShiftMap, canonical_string, format_instant, with_entry
@@ -95,19 +96,16 @@ def cell_views(
     main = release.arm("main")
     orders: dict[tuple[str, Clock], pl.DataFrame] = {}
     first: dict[Clock, _Lookups] = {}
-    def key(arm: str) -> str:  # whose clock order an arm's cells use: its own (a served arm's) or the main arm's
-        return arm if served is not None and served.serves(arm) else ""
-
     for n, arm in enumerate(arms):
-        decoyed = key(arm) != ""
+        decoyed = side_of(served, arm) != ""
         frame, main_frame = served.frames(arm) if served is not None and decoyed else (release.arm(arm), main)
         shift = served.shift if served is not None and arm == "shifted" else release.shift
         rows = ArmRows(frame)
         for name in clocks:
             clock = Clock(name)
-            order = orders.get((key(arm), clock))
+            order = orders.get((side_of(served, arm), clock))
             if order is None:
-                order = orders[key(arm), clock] = clock_order(main_frame, clock, calendar)
+                order = orders[side_of(served, arm), clock] = clock_order(main_frame, clock, calendar)
             like = first.get(clock)
             view = CellView(
                 arm, clock, frame, main_frame, calendar, shift, rows, order, like=like, by_shown=decoyed
@@ -116,7 +114,7 @@ def cell_views(
             yield view
             del view  # this generator holds no view while it builds the next
         # what no later arm shares is dropped (a run's memory is one arm's, not the run's)
-        later = {key(a) for a in arms[n + 1 :]}
+        later = {side_of(served, a) for a in arms[n + 1 :]}
         for k in [k for k in orders if k[0] not in later]:
             del orders[k]
         if "" not in later:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
-from evalkit.pit._entries import entries_of, entry_table, key_index
+from evalkit.pit._entries import EntryTables, side_of
 from evalkit.pit._replay import Misaligned, Walk, walk_cell, walk_head, walk_tail
 from evalkit.pit._runner import cell_sessions
 from evalkit.pit._toolbox import ArmRows, CellView, clock_order
@@ -157,27 +157,15 @@ class CellViews:
         self._rows: tuple[str, ArmRows] | None = None
         self._orders: dict[tuple[str, Clock], pl.DataFrame] = {}
         self._lookups: dict[Clock, Any] = {}
-        self._entries: dict[tuple[str, Clock], Mapping[str, int]] = {}
-        self._index: dict[str, dict[str, int]] = {}
-
-    def _kind(self, arm: str) -> str:
-        """Whose rows and entries an arm's cells use: a served arm's own, or (``""``) the release's main arm's."""
-        served = self.setup.served
-        return arm if served is not None and served.serves(arm) else ""
-
-    def _frames(self, arm: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-        served, release = self.setup.served, self.setup.release
-        if served is not None and self._kind(arm):
-            return served.frames(arm)
-        return release.arm(arm), release.arm("main")
+        self.tables = EntryTables(setup.release, setup.calendar, setup.served)
 
     def view(self, index: int) -> CellView:
         """The view of the run's ``index``-th cell."""
         arm, name = self.cells[index]
         clock = Clock(name)
         served, release, calendar = self.setup.served, self.setup.release, self.setup.calendar
-        kind = self._kind(arm)
-        frame, main = self._frames(arm)
+        kind = side_of(served, arm)
+        frame, main = served.frames(arm) if served is not None and kind else (release.arm(arm), release.arm("main"))
         if self._rows is None or self._rows[0] != arm:
             self._rows = (arm, ArmRows(frame))
         order = self._orders.get((kind, clock))
@@ -195,21 +183,8 @@ class CellViews:
         return cell_sessions(view, self.setup.sessions, self.indices, self.setup.served)[1]
 
     def entries(self, view: CellView) -> Mapping[str, int]:
-        """The entry table of ``view``'s cell: :func:`evalkit.pit._entries.entry_table` of the release's main arm
-        under its clock, or of a served arm's main-side rows (its decoys' or clones' too)."""
-        kind = self._kind(view.arm)
-        table = self._entries.get((kind, view.clock))
-        if table is None:
-            main = self._frames(view.arm)[1]
-            index = self._index.get(kind)
-            if index is None:  # shared by the clocks' tables
-                index = self._index[kind] = key_index(main)
-            if kind:
-                table = entries_of(main, view.clock, self.setup.calendar, index)
-            else:
-                table = entry_table(self.setup.release, view.clock, self.setup.calendar, index)
-            self._entries[kind, view.clock] = table
-        return table
+        """The entry table of ``view``'s cell (:class:`evalkit.pit._entries.EntryTables`)."""
+        return self.tables.of(view.arm, view.clock)
 
 
 class CellReplayer:
