@@ -283,10 +283,31 @@ def test_a_masked_run_is_walked_by_the_workers_with_the_serial_result(demo):
     assert [r.clean for r in pool.results] == [True] * 9
 
 
-@pytest.mark.parametrize("workers", [2, 9])
-@pytest.mark.parametrize("name", ["answer", "dropped", "swapped"])
+def _hidden_session(ev: list[dict[str, Any]]) -> bytes:
+    """A served shifted cell's call at a hidden day (before the window) relabelled as the next day's."""
+    shifted = next(i for i, e in enumerate(ev) if e["type"] == "cell_start" and e["arm"] == "shifted")
+    calls = [i for i in range(shifted, len(ev)) if ev[i]["type"] == "agent_call" and "probe_item" not in ev[i]]
+    ev[calls[0]] = {**ev[calls[0]], "session_date": ev[calls[1]]["session_date"]}
+    return b"".join(map(_line, ev))
+
+
+def _decoy_traded(ev: list[dict[str, Any]]) -> bytes:
+    """A decision in the served shifted cell whose picks are listed twice over (a decoy's pick counted as two)."""
+    shifted = next(i for i, e in enumerate(ev) if e["type"] == "cell_start" and e["arm"] == "shifted")
+    i = next(i for i in range(shifted, len(ev)) if ev[i]["type"] == "decision" and ev[i]["picks"])
+    ev[i] = {**ev[i], "picks": ev[i]["picks"] * 2}
+    return b"".join(map(_line, ev))
+
+
+MASKED_TAMPERS = {**TAMPERS, "hidden_session": _hidden_session, "decoy_traded": _decoy_traded}
+
+
+@pytest.mark.parametrize("workers", [2])
+@pytest.mark.parametrize("name", sorted(MASKED_TAMPERS))
 def test_a_tampered_masked_trajectory_replays_to_the_serial_result(demo, tmp_path, name, workers):
-    w = _tampered(demo, tmp_path, name, "masked")
+    w = dict(demo["masked"])
+    w["trajectory"] = tmp_path / "t.jsonl"
+    w["trajectory"].write_bytes(MASKED_TAMPERS[name](_events(demo["masked"]["trajectory"])))
     serial, parallel, _ = _replays(w, workers)
     assert serial.problems, "the tampering must be found"
     assert parallel == serial
