@@ -48,9 +48,8 @@ _DISPLAY_ORDER = (
 
 _BLOCK = 2048  # rows rendered together
 _TEXT_BLOCK = 16384  # rows encoded together (polars' cost per call is paid once per block)
-# blocks kept of each kind, the most recently used (a session asks for rows near each other in the arm's order):
-# what an arm's rendered rows hold is bounded by these, not by the window (131,072 rows of each)
-_BLOCKS_KEPT = 64
+_BLOCKS_KEPT = 64  # blocks kept of each kind, the most recently used (131,072 rows of each): see ArmRows
+_REDRAWS = 4  # an arm's three cells sweep it three times; more drops than this many sweeps: the arm keeps all
 _TEXT_BLOCKS_KEPT = 8
 _ARM_POS = "_arm_position"  # a row's position in its arm frame, carried through a cell's ordering
 
@@ -130,7 +129,8 @@ class ArmRows:
     Rows are rendered a block at a time (in the arm frame's order) with polars' vectorised formatting (the same text
     as :func:`evalkit_core.format_instant` and ``date.isoformat``), and the blocks used last are kept
     (:data:`_BLOCKS_KEPT`, :data:`_TEXT_BLOCKS_KEPT`): a session's rows are near each other in the arm's order, so
-    a block is rendered about once per arm while an arm's memory stays bounded whatever the window.
+    a block is rendered about once per cell and memory stays bounded; an agent asking all over the arm cannot make
+    blocks render again and again: once an arm has dropped _REDRAWS times its blocks, it keeps every block.
 
     Each row is also kept as canonical JSON text, in three pieces around the two members a cell adds (the keys
     sort as ``... disseminated_at, entry_session, form, issuer, known_at, partition_date ...``): a served row's line
@@ -141,6 +141,7 @@ class ArmRows:
         self._blocks: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
         self._texts: OrderedDict[int, tuple[list[str], list[str], list[str]]] = OrderedDict()
         self._plain: dict[str, bool] | None = None
+        self._dropped = [0, 0]  # blocks of text, of rendered rows, dropped so far
 
     def row(self, position: int) -> dict[str, Any]:
         """The rendered row at ``position`` of the arm frame (shared: callers copy before they change it)."""
@@ -159,8 +160,7 @@ class ArmRows:
         texts = self._texts.get(block)
         if texts is None:
             texts = self._texts[block] = self._text_block(block)
-            if len(self._texts) > _TEXT_BLOCKS_KEPT:
-                self._texts.popitem(last=False)
+            self._bound(self._texts, _TEXT_BLOCKS_KEPT, 0, _TEXT_BLOCK)
         else:
             self._texts.move_to_end(block)
         return texts[0][j], texts[1][j], texts[2][j]
@@ -195,9 +195,13 @@ class ArmRows:
                         del out[key]
                 rows.append(out)
         self._blocks[block] = rows
-        if len(self._blocks) > _BLOCKS_KEPT:
-            self._blocks.popitem(last=False)
+        self._bound(self._blocks, _BLOCKS_KEPT, 1, _BLOCK)
         return rows
+
+    def _bound(self, kept: OrderedDict[int, Any], most: int, kind: int, size: int) -> None:  # see the docstring
+        if len(kept) > most and self._dropped[kind] < _REDRAWS * -(-self.frame.height // size):
+            kept.popitem(last=False)
+            self._dropped[kind] += 1
 
 
 # What canonical JSON escapes inside a string (the standard library's encoder with ensure_ascii off, which
